@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: MIT
+/// @file core/random.hpp
+/// @brief Seeded, platform-independent random numbers.
+///
+/// The C++ standard fixes the engines but not the distributions (`std::normal_distribution`
+/// differs between libstdc++, libc++ and MSVC), so coulomb draws its uniforms and Gaussians
+/// itself: results for a given seed are the same bits on every platform and compiler, for the
+/// same thread count. Nothing in coulomb uses a hidden global generator; every draw takes a
+/// generator argument.
+///
+/// - coulomb::Rng is xoshiro256++ (Blackman & Vigna, 2019), seeded through splitmix64. It
+///   satisfies std::uniform_random_bit_generator, so it also works with the standard library.
+/// - Any other std::uniform_random_bit_generator (std::mt19937_64, ...) is accepted by the
+///   sampling functions below.
+#pragma once
+
+#include <array>
+#include <bit>
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <limits>
+#include <numbers>
+#include <random>
+
+#include "config.hpp"
+
+namespace coulomb {
+
+/// xoshiro256++ pseudo-random generator: 256-bit state, period 2^256 - 1, 64-bit outputs.
+class Rng {
+ public:
+  using result_type = std::uint64_t;
+
+  /// Seeds the four state words from `seed` with splitmix64 (never all zero).
+  explicit Rng(std::uint64_t seed = 0x9E3779B97F4A7C15ULL) noexcept { reseed(seed); }
+
+  /// Restarts the stream from `seed`.
+  void reseed(std::uint64_t seed) noexcept {
+    std::uint64_t x = seed;
+    for (auto& word : state_) word = splitmix64(x);
+  }
+
+  static constexpr result_type min() noexcept { return 0; }
+  static constexpr result_type max() noexcept { return std::numeric_limits<result_type>::max(); }
+
+  result_type operator()() noexcept {
+    const std::uint64_t result = std::rotl(state_[0] + state_[3], 23) + state_[0];
+    const std::uint64_t t = state_[1] << 17;
+    state_[2] ^= state_[0];
+    state_[3] ^= state_[1];
+    state_[1] ^= state_[2];
+    state_[0] ^= state_[3];
+    state_[2] ^= t;
+    state_[3] = std::rotl(state_[3], 45);
+    return result;
+  }
+
+  /// A generator for an independent sub-stream, derived deterministically from this one's next
+  /// output and `stream` (for example a thread, head or layer index).
+  [[nodiscard]] Rng split(std::uint64_t stream) noexcept {
+    std::uint64_t x = (*this)() ^ (0xD1B54A32D192ED03ULL * (stream + 1));
+    return Rng(splitmix64(x));
+  }
+
+  friend bool operator==(const Rng&, const Rng&) = default;
+
+ private:
+  static std::uint64_t splitmix64(std::uint64_t& x) noexcept {
+    std::uint64_t z = (x += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+
+  std::array<std::uint64_t, 4> state_{};
+};
+
+namespace detail {
+
+/// 64 random bits from any uniform random bit generator (combining calls if its range is
+/// narrower), so the helpers below behave the same for every engine with a full 32- or
+/// 64-bit range.
+template <std::uniform_random_bit_generator G>
+std::uint64_t random_bits64(G& g) {
+  using R = typename G::result_type;
+  constexpr auto lo = G::min();
+  constexpr auto hi = G::max();
+  if constexpr (lo == 0 && hi == std::numeric_limits<std::uint64_t>::max()) {
+    return static_cast<std::uint64_t>(g());
+  } else if constexpr (lo == 0 && static_cast<std::uint64_t>(hi) ==
+                                      std::numeric_limits<std::uint32_t>::max()) {
+    const std::uint64_t a = static_cast<std::uint64_t>(static_cast<R>(g()));
+    const std::uint64_t b = static_cast<std::uint64_t>(static_cast<R>(g()));
+    return (a << 32) | b;
+  } else {
+    static_assert(lo == 0 && (hi == std::numeric_limits<std::uint64_t>::max() ||
+                              static_cast<std::uint64_t>(hi) ==
+                                  std::numeric_limits<std::uint32_t>::max()),
+                  "coulomb: random generators must produce the full 32- or 64-bit range "
+                  "(for example coulomb::Rng, std::mt19937 or std::mt19937_64)");
+    return 0;
+  }
+}
+
+}  // namespace detail
+
+/// Uniform double in [0, 1) with 53 random bits.
+template <std::uniform_random_bit_generator G>
+double uniform01(G& g) {
+  return static_cast<double>(detail::random_bits64(g) >> 11) * 0x1.0p-53;
+}
+
+/// Uniform double in (0, 1]: never 0, so its logarithm is finite.
+template <std::uniform_random_bit_generator G>
+double uniform_open0(G& g) {
+  return (static_cast<double>(detail::random_bits64(g) >> 11) + 1.0) * 0x1.0p-53;
+}
+
+/// Fills `out` (in storage order) with independent N(0, 1) draws by the Box-Muller transform,
+/// computed in double and rounded to Scalar.
+template <typename Derived, std::uniform_random_bit_generator G>
+void fill_standard_normal(Eigen::DenseBase<Derived>& out, G& g) {
+  using Scalar = typename Derived::Scalar;
+  const Index size = out.size();
+  auto draw_pair = [&g](double& z0, double& z1) {
+    const double radius = std::sqrt(-2.0 * std::log(uniform_open0(g)));
+    const double angle = 2.0 * std::numbers::pi * uniform01(g);
+    z0 = radius * std::cos(angle);
+    z1 = radius * std::sin(angle);
+  };
+  auto& m = out.derived();
+  Index k = 0;
+  double z0 = 0.0;
+  double z1 = 0.0;
+  for (; k + 1 < size; k += 2) {
+    draw_pair(z0, z1);
+    m(k % m.rows(), k / m.rows()) = static_cast<Scalar>(z0);
+    m((k + 1) % m.rows(), (k + 1) / m.rows()) = static_cast<Scalar>(z1);
+  }
+  if (k < size) {
+    draw_pair(z0, z1);
+    m(k % m.rows(), k / m.rows()) = static_cast<Scalar>(z0);
+  }
+}
+
+/// One N(0, 1) draw.
+template <std::uniform_random_bit_generator G>
+double standard_normal(G& g) {
+  Eigen::Matrix<double, 1, 1> z;
+  fill_standard_normal(z, g);
+  return z(0);
+}
+
+/// Fills `out` with independent U[lo, hi) draws, in storage order.
+template <typename Derived, std::uniform_random_bit_generator G>
+void fill_uniform(Eigen::DenseBase<Derived>& out, double lo, double hi, G& g) {
+  using Scalar = typename Derived::Scalar;
+  auto& m = out.derived();
+  for (Index j = 0; j < m.cols(); ++j)
+    for (Index i = 0; i < m.rows(); ++i) m(i, j) = static_cast<Scalar>(lo + (hi - lo) * uniform01(g));
+}
+
+/// Uniform integer in [0, n) without modulo bias (rejection of the incomplete last block).
+/// Requires n > 0.
+template <std::uniform_random_bit_generator G>
+std::uint64_t uniform_index(std::uint64_t n, G& g) {
+  constexpr std::uint64_t top = std::numeric_limits<std::uint64_t>::max();
+  const std::uint64_t limit = top - (top % n + 1) % n;  // largest multiple of n, minus one
+  std::uint64_t r = detail::random_bits64(g);
+  while (r > limit) r = detail::random_bits64(g);
+  return r % n;
+}
+
+}  // namespace coulomb

@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: MIT
+/// @file coulomb.hpp
+/// @brief Umbrella header: everything coulomb offers.
+///
+/// coulomb learns the random-feature kernel of linear attention from labels (Badiei Khuzani et
+/// al., *A Coulomb Particle Model for Learning Kernel Attention in Transformers*, 2026).
+/// Folders follow the paper: features/ (random feature maps, §1), and, as they land,
+/// particles/ (the Hamiltonian and projected Langevin dynamics), attention/, nn/, train/.
+#pragma once
+
+#include "core/check.hpp"
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "core/random.hpp"
+#include "features/draw.hpp"
+#include "features/favor.hpp"
+#include "features/feature_map.hpp"
+#include "features/kernels.hpp"
+#include "features/porf.hpp"
+#include "features/rff.hpp"
+#include "features/softmax_features.hpp"

@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: MIT
+/// @file features/feature_map.hpp
+/// @brief The FeatureMap concept, its capability traits, the stabilizer and the CRTP base that
+/// every coulomb feature map derives from. Documented in docs/feature_maps.md.
+///
+/// A feature map turns a batch X ∈ R^{n×d} (one input per row) into Φ(X) ∈ R^{n×D} so that
+/// Φ(x)ᵀΦ(y) estimates a kernel k(x, y). Its parameters are the particles Ω ∈ R^{m×d}, one
+/// frequency ω_k per row; D = m or 2m depending on the map. The interface carries what the
+/// particle model (gradients with respect to Ω) and attention (gradients with respect to X, a
+/// stabilizer that cancels in attention's normalization) need.
+#pragma once
+
+#include <concepts>
+#include <sstream>
+#include <string>
+#include <type_traits>
+
+#include <Eigen/Core>
+
+#include "../core/check.hpp"
+#include "../core/config.hpp"
+#include "../core/error.hpp"
+#include "draw.hpp"
+
+namespace coulomb {
+
+/// Max-subtraction for exponential features. A stabilized map returns
+/// Φ_stab(x_i) = Φ(x_i) · exp(−s_i): the shift s_i cancels exactly in the attention ratio
+/// φ(q)ᵀΣφ(k)v / φ(q)ᵀΣφ(k) when it is per query row or shared by all keys. Maps whose
+/// features are not exponential ignore it (their s_i is 0).
+enum class Stabilizer {
+  none,     ///< s_i = 0: the unbiased kernel features
+  per_row,  ///< s_i = largest exponent in row i (queries): each row's largest entry is exp(0)
+  global    ///< s_i = s = largest exponent in the whole block (keys): one shift for all rows
+};
+
+/// Name of a Stabilizer value.
+inline const char* to_string(Stabilizer s) noexcept {
+  switch (s) {
+    case Stabilizer::none: return "none";
+    case Stabilizer::per_row: return "per_row";
+    case Stabilizer::global: return "global";
+  }
+  return "unknown";
+}
+
+/// Capability flags of a feature map type. The primary template reads the static constants
+/// every coulomb map declares; a user map may declare them too, or specialize this template.
+template <typename Map>
+struct feature_map_traits {
+  /// Every feature is >= 0 (the map can feed linear attention's denominator).
+  static constexpr bool is_positive = Map::is_positive;
+  /// exact_kernel(X, Y) exists: the map is an unbiased estimator of a closed-form kernel.
+  static constexpr bool has_closed_form_kernel = Map::has_closed_form_kernel;
+  /// The map has random phases b (readable and writable with phases()/set_phases()).
+  static constexpr bool has_phases = Map::has_phases;
+  /// The features are exponentials and honour the Stabilizer argument.
+  static constexpr bool is_stabilizable = Map::is_stabilizable;
+  /// Output columns per particle: D = outputs_per_particle · m.
+  static constexpr Index outputs_per_particle = Map::outputs_per_particle;
+};
+
+/// The duck type every feature map satisfies (docs/feature_maps.md). With
+/// `M = Map::MatrixType` and `V = Map::VectorType`:
+/// - `input_dim()`, `num_particles()`, `output_dim()`;
+/// - `omega()` → const M& (m×d), `set_omega(M)`;
+/// - `map(X, Phi, Stabilizer)`, `map(X, Phi, Stabilizer, log_scale)`, `map(X)`;
+/// - `backward_input(X, Phi, dPhi, dX)` and `backward_params(X, Phi, dPhi, dOmega)`, where Phi
+///   is the output of `map(X, Phi, s)` and dPhi = ∂L/∂Phi: dX = ∂L/∂X, dOmega = ∂L/∂Ω, with
+///   the stabilizer shift held constant (it cancels in attention);
+/// - `redraw(rng)`.
+template <typename Map>
+concept FeatureMap = requires(const Map& cmap, Map& map, const typename Map::MatrixType& x,
+                              typename Map::MatrixType& out, typename Map::VectorType& vec,
+                              Rng& rng) {
+  typename Map::Scalar;
+  typename Map::MatrixType;
+  typename Map::VectorType;
+  { cmap.input_dim() } -> std::convertible_to<Index>;
+  { cmap.num_particles() } -> std::convertible_to<Index>;
+  { cmap.output_dim() } -> std::convertible_to<Index>;
+  { cmap.omega() } -> std::convertible_to<const typename Map::MatrixType&>;
+  map.set_omega(x);
+  cmap.map(x, out, Stabilizer::none);
+  cmap.map(x, out, Stabilizer::none, vec);
+  { cmap.map(x) } -> std::convertible_to<typename Map::MatrixType>;
+  cmap.backward_input(x, x, x, out);
+  cmap.backward_params(x, x, x, out);
+  map.redraw(rng);
+  { feature_map_traits<Map>::is_positive } -> std::convertible_to<bool>;
+  { feature_map_traits<Map>::has_closed_form_kernel } -> std::convertible_to<bool>;
+  { feature_map_traits<Map>::has_phases } -> std::convertible_to<bool>;
+  { feature_map_traits<Map>::is_stabilizable } -> std::convertible_to<bool>;
+};
+
+/// A feature map whose expectation is a closed-form kernel: `exact_kernel(X, Y)` exists.
+template <typename Map>
+concept KernelFeatureMap = FeatureMap<Map> && feature_map_traits<Map>::has_closed_form_kernel;
+
+/// Compile-time check with a message that names the documentation page.
+#define COULOMB_ASSERT_FEATURE_MAP(Type)                                                   \
+  static_assert(::coulomb::FeatureMap<Type>,                                               \
+                #Type " does not satisfy coulomb::FeatureMap; see docs/feature_maps.md for " \
+                      "the members a feature map must provide")
+
+/// CRTP base holding the particles and doing the argument checks; `Derived` supplies the
+/// mathematics through
+///   `template <class D> void map_impl(const Eigen::MatrixBase<D>& X, MatrixType& Phi,
+///                                      Stabilizer s, VectorType* log_scale) const;`
+///   `template <class D> void backward_impl(const Eigen::MatrixBase<D>& X, const MatrixType&
+///        Phi, const MatrixType& dPhi, MatrixType& dZ) const;`  — dZ = ∂L/∂(XΩᵀ), n×m
+///   and, for the input gradient, the correction of maps whose exponent includes −‖x‖²/2:
+///   `template <class D> void input_correction(const Eigen::MatrixBase<D>& X, const MatrixType&
+///        Phi, const MatrixType& dPhi, MatrixType& dX) const;` (may do nothing).
+template <typename Derived, typename ScalarT>
+class FeatureMapBase {
+  static_assert(RealScalar<ScalarT>, "coulomb feature maps are instantiated for float or double");
+
+ public:
+  using Scalar = ScalarT;
+  using MatrixType = Matrix<Scalar>;
+  using VectorType = Vector<Scalar>;
+
+  /// Dimension d of the inputs (columns of X and of Ω).
+  Index input_dim() const noexcept { return omega_.cols(); }
+  /// Number m of particles (rows of Ω).
+  Index num_particles() const noexcept { return omega_.rows(); }
+  /// Number D of output features (columns of Φ).
+  Index output_dim() const noexcept { return Derived::outputs_per_particle * omega_.rows(); }
+
+  /// The particles Ω (m×d), one frequency per row.
+  const MatrixType& omega() const noexcept { return omega_; }
+
+  /// Replaces the particles. Ω must be finite with input_dim() columns and at least one row;
+  /// the number of particles may change, except for maps with phases. On error nothing is
+  /// modified.
+  template <typename D>
+  void set_omega(const Eigen::MatrixBase<D>& omega) {
+    static_assert(std::is_same_v<typename D::Scalar, Scalar>,
+                  "set_omega: the matrix scalar type must match the feature map's");
+    check_omega(omega, "set_omega");
+    detail::require_cols(omega, input_dim(), name_of("set_omega"), "omega");
+    if constexpr (Derived::has_phases) {
+      detail::require(omega.rows() == num_particles(), name_of("set_omega"),
+                      "argument 'omega' has " + std::to_string(omega.rows()) +
+                          " rows, expected num_particles() = " + std::to_string(num_particles()) +
+                          " (a map with phases keeps m; construct a new map to change it)");
+    }
+    omega_ = omega;
+    derived().on_particles_changed();
+  }
+
+  /// Φ(X) into `Phi` (resized to n×D; no allocation if it already has that shape).
+  template <typename D>
+  void map(const Eigen::MatrixBase<D>& X, MatrixType& Phi,
+           Stabilizer stabilizer = Stabilizer::none) const {
+    check_input(X, "map");
+    derived().map_impl(X, Phi, stabilizer, static_cast<VectorType*>(nullptr));
+  }
+
+  /// Φ(X) and the shifts: row i of Phi equals the unbiased features times exp(−log_scale(i)).
+  template <typename D>
+  void map(const Eigen::MatrixBase<D>& X, MatrixType& Phi, Stabilizer stabilizer,
+           VectorType& log_scale) const {
+    check_input(X, "map");
+    derived().map_impl(X, Phi, stabilizer, &log_scale);
+  }
+
+  /// Φ(X) as a new matrix.
+  template <typename D>
+  MatrixType map(const Eigen::MatrixBase<D>& X, Stabilizer stabilizer = Stabilizer::none) const {
+    MatrixType Phi;
+    map(X, Phi, stabilizer);
+    return Phi;
+  }
+
+  /// Unbiased kernel estimate K̂ = Φ(X) Φ(Y)ᵀ (n_x × n_y).
+  template <typename DX, typename DY>
+  MatrixType kernel_estimate(const Eigen::MatrixBase<DX>& X,
+                             const Eigen::MatrixBase<DY>& Y) const {
+    const MatrixType phi_x = map(X);
+    const MatrixType phi_y = map(Y);
+    return phi_x * phi_y.transpose();
+  }
+
+  /// dX = ∂L/∂X given dPhi = ∂L/∂Φ, where Phi is the output of map(X, Phi, s) for the same X.
+  /// A stabilizer shift is treated as a constant.
+  template <typename D>
+  void backward_input(const Eigen::MatrixBase<D>& X, const MatrixType& Phi,
+                      const MatrixType& dPhi, MatrixType& dX) const {
+    check_backward(X, Phi, dPhi, "backward_input");
+    MatrixType dZ;
+    derived().backward_impl(X, Phi, dPhi, dZ);
+    dX.noalias() = dZ * omega_;
+    derived().input_correction(X, Phi, dPhi, dX);
+  }
+
+  /// dOmega = ∂L/∂Ω (m×d) given dPhi = ∂L/∂Φ, where Phi is the output of map(X, Phi, s).
+  template <typename D>
+  void backward_params(const Eigen::MatrixBase<D>& X, const MatrixType& Phi,
+                       const MatrixType& dPhi, MatrixType& dOmega) const {
+    check_backward(X, Phi, dPhi, "backward_params");
+    MatrixType dZ;
+    derived().backward_impl(X, Phi, dPhi, dZ);
+    dOmega.noalias() = dZ.transpose() * X;
+  }
+
+  /// Draws new particles (and phases) from `rng` with the map's Draw policy, keeping m and d.
+  template <std::uniform_random_bit_generator G>
+  void redraw(G& rng) {
+    omega_ = derived().scaled_draw(draw_particles(num_particles(), input_dim(), draw_, rng))
+                 .template cast<Scalar>();
+    derived().draw_extra(rng);
+    derived().on_particles_changed();
+  }
+
+  /// The Draw policy used by redraw().
+  Draw draw_policy() const noexcept { return draw_; }
+
+ protected:
+  FeatureMapBase() = default;
+
+  /// Validates sizes, then draws Ω with `draw`.
+  template <std::uniform_random_bit_generator G>
+  void init_random(Index input_dim, Index num_particles, Draw draw, G& rng) {
+    detail::require(input_dim >= 1, name_of("constructor"),
+                    "argument 'input_dim' must be at least 1, got " + std::to_string(input_dim));
+    detail::require(num_particles >= 1, name_of("constructor"),
+                    "argument 'num_particles' must be at least 1, got " +
+                        std::to_string(num_particles));
+    draw_ = draw;
+    omega_.resize(num_particles, input_dim);
+    redraw(rng);
+  }
+
+  /// Validates and stores a given Ω.
+  template <typename D>
+  void init_given(const Eigen::MatrixBase<D>& omega, Draw draw) {
+    static_assert(std::is_same_v<typename D::Scalar, Scalar>,
+                  "the matrix scalar type must match the feature map's");
+    check_omega(omega, "constructor");
+    draw_ = draw;
+    omega_ = omega;
+  }
+
+  // Defaults for the customization points.
+  Matrix<double> scaled_draw(Matrix<double> standard) const { return standard; }
+  template <typename G>
+  void draw_extra(G&) {}
+  void on_particles_changed() {}
+  template <typename D>
+  void input_correction(const Eigen::MatrixBase<D>&, const MatrixType&, const MatrixType&,
+                        MatrixType&) const {}
+
+  std::string name_of(const char* function) const {
+    return std::string("coulomb::") + Derived::name() + "::" + function;
+  }
+
+  MatrixType omega_;
+  Draw draw_ = Draw::iid;
+
+ private:
+  const Derived& derived() const { return static_cast<const Derived&>(*this); }
+  Derived& derived() { return static_cast<Derived&>(*this); }
+
+  template <typename D>
+  void check_omega(const Eigen::MatrixBase<D>& omega, const char* function) const {
+    const std::string where = name_of(function);
+    detail::require(omega.rows() >= 1 && omega.cols() >= 1, where,
+                    "argument 'omega' must have at least one row and one column, got " +
+                        std::to_string(omega.rows()) + "x" + std::to_string(omega.cols()));
+    detail::require_finite(omega, where, "omega");
+  }
+
+  template <typename D>
+  void check_input(const Eigen::MatrixBase<D>& X, const char* function) const {
+    static_assert(std::is_same_v<typename D::Scalar, Scalar>,
+                  "the input's scalar type must match the feature map's (use .cast<>())");
+    const std::string_view fn(function);
+    if (X.cols() != input_dim()) {
+      std::ostringstream os;
+      os << "argument 'X' has " << X.cols() << " columns, expected input_dim() = "
+         << input_dim();
+      detail::throw_invalid(name_of(fn.data()), os.str());
+    }
+    if (!X.derived().allFinite()) detail::require_finite(X, name_of(fn.data()), "X");
+  }
+
+  template <typename D>
+  void check_backward(const Eigen::MatrixBase<D>& X, const MatrixType& Phi,
+                      const MatrixType& dPhi, const char* function) const {
+    check_input(X, function);
+    detail::require_shape(Phi, X.rows(), output_dim(), name_of(function), "Phi");
+    detail::require_shape(dPhi, X.rows(), output_dim(), name_of(function), "dPhi");
+    if (!dPhi.allFinite()) detail::require_finite(dPhi, name_of(function), "dPhi");
+  }
+};
+
+namespace detail {
+
+/// Row-wise maximum of the first `cols` columns of a column-major block, computed column by
+/// column so that every pass is a contiguous, vectorized read.
+template <typename Scalar, typename D>
+void rowwise_max(const Eigen::MatrixBase<D>& Z, Vector<Scalar>& out) {
+  out = Z.col(0);
+  for (Index j = 1; j < Z.cols(); ++j) out = out.cwiseMax(Z.col(j));
+}
+
+}  // namespace detail
+
+}  // namespace coulomb
