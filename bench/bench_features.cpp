@@ -35,10 +35,12 @@ coulomb::Matrix<Scalar> random_input(Index n, Index d, std::uint64_t seed) {
 }
 
 void set_counters(benchmark::State& state, const Shape& s) {
-  const double flops = 2.0 * static_cast<double>(s.n) * static_cast<double>(s.d) *
-                       static_cast<double>(s.m);
-  state.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["rows/s"] = benchmark::Counter(static_cast<double>(s.n), benchmark::Counter::kIsIterationInvariantRate);
+  const double flops =
+      2.0 * static_cast<double>(s.n) * static_cast<double>(s.d) * static_cast<double>(s.m);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["rows/s"] =
+      benchmark::Counter(static_cast<double>(s.n), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 /// The reference: Φ = X Ωᵀ with Eigen's GEMM, nothing else.
@@ -121,7 +123,7 @@ void BM_EigenGemmBackward(benchmark::State& state) {
 void shapes(benchmark::internal::Benchmark* b) {
   b->Args({4096, 64, 256});  // the acceptance shape
   b->Args({1024, 64, 256});
-  b->Args({4096, 16, 64});   // small d and m: elementwise work dominates
+  b->Args({4096, 16, 64});  // small d and m: elementwise work dominates
   b->Unit(benchmark::kMicrosecond);
 }
 
@@ -129,8 +131,9 @@ void shapes(benchmark::internal::Benchmark* b) {
 
 template <typename Map>
 void register_map(const char* name, coulomb::Stabilizer stabilizer) {
-  benchmark::RegisterBenchmark(name, [stabilizer](benchmark::State& st) { BM_Map<Map>(st, stabilizer); })
-      ->Apply(shapes);
+  benchmark::RegisterBenchmark(name, [stabilizer](benchmark::State& st) {
+    BM_Map<Map>(st, stabilizer);
+  })->Apply(shapes);
 }
 
 int main(int argc, char** argv) {

@@ -67,8 +67,8 @@ Row kernel_error(const std::string& label, Options options, Index d, Index m, do
 }
 
 template <typename Map, typename Options>
-void sweep(const std::string& label, Options options, Index d, double norm,
-           std::vector<Row>& rows, coulomb::Rng& rng) {
+void sweep(const std::string& label, Options options, Index d, double norm, std::vector<Row>& rows,
+           coulomb::Rng& rng) {
   for (coulomb::Draw draw : {coulomb::Draw::iid, coulomb::Draw::orthogonal_chi}) {
     options.draw = draw;
     for (Index m = 16; m <= 4096; m *= 4) {
@@ -127,8 +127,8 @@ int main(int argc, char** argv) try {
   sweep<coulomb::RffCosSin<double>>("RffCosSin", coulomb::RffOptions{.bandwidth = 1.5}, d, 2.0,
                                     rows, rng);
   sweep<coulomb::FavorPlus<double>>("FavorPlus", coulomb::FavorOptions{}, d, 1.0, rows, rng);
-  sweep<coulomb::FavorHyperbolic<double>>("FavorHyperbolic", coulomb::FavorOptions{}, d, 1.0,
-                                          rows, rng);
+  sweep<coulomb::FavorHyperbolic<double>>("FavorHyperbolic", coulomb::FavorOptions{}, d, 1.0, rows,
+                                          rng);
   sweep<coulomb::PorfRelu<double>>("PorfRelu", coulomb::PorfOptions{}, d, 1.0, rows, rng);
 
   std::cout << std::left << std::setw(17) << "map" << std::setw(16) << "draw" << std::right
@@ -175,8 +175,7 @@ int main(int argc, char** argv) try {
     coulomb::Rng r(8);
     coulomb::SoftmaxFeatJoint<double> fm(d, 64, r);
     const Mat X = random_rows(3, d, 5.0, r);
-    std::cout << "softmax([Ωx, −Ωx]) row sums: " << fm.map(X).rowwise().sum().transpose()
-              << "\n";
+    std::cout << "softmax([Ωx, −Ωx]) row sums: " << fm.map(X).rowwise().sum().transpose() << "\n";
   }
   return 0;
 } catch (const std::exception& e) {

@@ -39,8 +39,8 @@ void require_finite(const Eigen::DenseBase<Derived>& m, std::string_view where,
     for (Index i = 0; i < m.rows(); ++i) {
       if (!std::isfinite(static_cast<double>(m(i, j)))) {
         std::ostringstream os;
-        os << "argument '" << name << "' has a non-finite entry " << m(i, j) << " at (" << i
-           << ", " << j << ")";
+        os << "argument '" << name << "' has a non-finite entry " << m(i, j) << " at (" << i << ", "
+           << j << ")";
         throw_invalid(where, os.str());
       }
     }

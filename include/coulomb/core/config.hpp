@@ -15,7 +15,9 @@
 namespace coulomb {
 
 /// Library version as "major.minor.patch".
-constexpr const char* version_string() noexcept { return "0.1.0"; }
+constexpr const char* version_string() noexcept {
+  return "0.1.0";
+}
 
 /// Signed index type of every size and position (Eigen's).
 using Index = Eigen::Index;

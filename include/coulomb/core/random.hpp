@@ -94,11 +94,11 @@ std::uint64_t random_bits64(G& g) {
     const std::uint64_t b = static_cast<std::uint64_t>(static_cast<R>(g()));
     return (a << 32) | b;
   } else {
-    static_assert(lo == 0 && (hi == std::numeric_limits<std::uint64_t>::max() ||
-                              static_cast<std::uint64_t>(hi) ==
-                                  std::numeric_limits<std::uint32_t>::max()),
-                  "coulomb: random generators must produce the full 32- or 64-bit range "
-                  "(for example coulomb::Rng, std::mt19937 or std::mt19937_64)");
+    static_assert(
+        lo == 0 && (hi == std::numeric_limits<std::uint64_t>::max() ||
+                    static_cast<std::uint64_t>(hi) == std::numeric_limits<std::uint32_t>::max()),
+        "coulomb: random generators must produce the full 32- or 64-bit range "
+        "(for example coulomb::Rng, std::mt19937 or std::mt19937_64)");
     return 0;
   }
 }
@@ -158,7 +158,8 @@ void fill_uniform(Eigen::DenseBase<Derived>& out, double lo, double hi, G& g) {
   using Scalar = typename Derived::Scalar;
   auto& m = out.derived();
   for (Index j = 0; j < m.cols(); ++j)
-    for (Index i = 0; i < m.rows(); ++i) m(i, j) = static_cast<Scalar>(lo + (hi - lo) * uniform01(g));
+    for (Index i = 0; i < m.rows(); ++i)
+      m(i, j) = static_cast<Scalar>(lo + (hi - lo) * uniform01(g));
 }
 
 /// Uniform integer in [0, n) without modulo bias (rejection of the incomplete last block).

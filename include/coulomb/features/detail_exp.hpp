@@ -11,6 +11,7 @@
 /// per_row makes the largest exponent of row i zero, global the largest of the whole block.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 
 #include <Eigen/Core>
@@ -20,58 +21,83 @@
 
 namespace coulomb::detail {
 
+/// Rows per block of the elementwise pass, so that one block of Φ (rows × D) stays in a
+/// 256 KiB share of the L2 cache between the max pass and the exp pass.
+template <typename Scalar>
+Index exp_block_rows(Index output_cols) {
+  const Index bytes = 256 * 1024;
+  const Index rows = bytes / (std::max<Index>(output_cols, 1) * static_cast<Index>(sizeof(Scalar)));
+  return std::max<Index>(16, rows - rows % 16);
+}
+
 template <typename Scalar, typename D>
 void exp_features(const Eigen::MatrixBase<D>& X, const Matrix<Scalar>& omega, bool hyperbolic,
                   Stabilizer stabilizer, Matrix<Scalar>& Phi, Vector<Scalar>* log_scale) {
   const Index n = X.rows();
   const Index m = omega.rows();
   Phi.resize(n, hyperbolic ? 2 * m : m);
-  if (n == 0) {
-    if (log_scale) log_scale->resize(0);
-    return;
-  }
-  auto Z = Phi.leftCols(m);
-  Z.noalias() = X * omega.transpose();
-
-  // log c with c = 1/√D, folded into the offsets.
-  const Scalar log_c = static_cast<Scalar>(-0.5 * std::log(static_cast<double>(Phi.cols())));
-  Vector<Scalar> offsets = Scalar(0.5) * X.rowwise().squaredNorm();  // h_i
   Vector<Scalar> local_scale;
   Vector<Scalar>& shift = log_scale ? *log_scale : local_scale;
-  switch (stabilizer) {
-    case Stabilizer::none:
-      shift.setZero(n);
-      break;
-    case Stabilizer::per_row: {
-      Vector<Scalar> row_max;
+  shift.resize(n);
+  if (n == 0) return;
+  Phi.leftCols(m).noalias() = X * omega.transpose();  // Z
+
+  // log c with c = 1/√D, folded into the offsets: Φ_ij = exp(±z_ij − offset_i).
+  const Scalar log_c = static_cast<Scalar>(-0.5 * std::log(static_cast<double>(Phi.cols())));
+  Vector<Scalar> offsets = Scalar(0.5) * X.rowwise().squaredNorm();  // h_i
+  const Index block = exp_block_rows<Scalar>(Phi.cols());
+
+  // Largest exponent of each row before any shift: max_j ±z_ij − h_i.
+  auto row_max_of = [&](Index r0, Index rows, auto&& out) {
+    out = Phi.col(0).segment(r0, rows);
+    if (hyperbolic) out = out.cwiseAbs();
+    for (Index j = 1; j < m; ++j) {
       if (hyperbolic)
-        rowwise_max<Scalar>(Z.cwiseAbs(), row_max);
+        out = out.cwiseMax(Phi.col(j).segment(r0, rows).cwiseAbs());
       else
-        rowwise_max<Scalar>(Z, row_max);
-      shift = row_max - offsets;  // largest exponent of the row
-      offsets = row_max;          // h_i + s_i
-      break;
+        out = out.cwiseMax(Phi.col(j).segment(r0, rows));
     }
-    case Stabilizer::global: {
-      Vector<Scalar> row_max;
-      if (hyperbolic)
-        rowwise_max<Scalar>(Z.cwiseAbs(), row_max);
-      else
-        rowwise_max<Scalar>(Z, row_max);
-      const Scalar s = (row_max - offsets).maxCoeff();
-      shift.setConstant(n, s);
-      offsets.array() += s;
-      break;
+  };
+  auto exponentiate = [&](Index r0, Index rows) {
+    const auto off = offsets.segment(r0, rows).array();
+    if (hyperbolic) {
+      for (Index j = 0; j < m; ++j) {
+        Phi.col(m + j).segment(r0, rows).array() =
+            (-Phi.col(j).segment(r0, rows).array() - off).exp();
+        Phi.col(j).segment(r0, rows).array() = (Phi.col(j).segment(r0, rows).array() - off).exp();
+      }
+    } else {
+      for (Index j = 0; j < m; ++j)
+        Phi.col(j).segment(r0, rows).array() = (Phi.col(j).segment(r0, rows).array() - off).exp();
     }
+  };
+
+  if (stabilizer == Stabilizer::global) {
+    // One shift for the block: needs every row's maximum before the first exponential.
+    for (Index r0 = 0; r0 < n; r0 += block) {
+      const Index rows = std::min(block, n - r0);
+      row_max_of(r0, rows, shift.segment(r0, rows));
+    }
+    const Scalar s = (shift - offsets).maxCoeff();
+    shift.setConstant(s);
+    offsets.array() += s - log_c;
+    for (Index r0 = 0; r0 < n; r0 += block) exponentiate(r0, std::min(block, n - r0));
+    return;
   }
-  offsets.array() -= log_c;
-  if (hyperbolic) {
-    for (Index j = 0; j < m; ++j) {
-      Phi.col(m + j).array() = (-Phi.col(j).array() - offsets.array()).exp();
-      Phi.col(j).array() = (Phi.col(j).array() - offsets.array()).exp();
+  for (Index r0 = 0; r0 < n; r0 += block) {
+    const Index rows = std::min(block, n - r0);
+    if (stabilizer == Stabilizer::per_row) {
+      // shift_i = max_j ±z_ij − h_i, so offset_i = h_i + shift_i = max_j ±z_ij: the −‖x‖²/2
+      // term cancels and the largest entry of the row is c (up to rounding).
+      auto row_shift = shift.segment(r0, rows);
+      row_max_of(r0, rows, row_shift);
+      row_shift -= offsets.segment(r0, rows);
+      offsets.segment(r0, rows) += row_shift;
+    } else {
+      shift.segment(r0, rows).setZero();
     }
-  } else {
-    for (Index j = 0; j < m; ++j) Phi.col(j).array() = (Phi.col(j).array() - offsets.array()).exp();
+    offsets.segment(r0, rows).array() -= log_c;
+    exponentiate(r0, rows);
   }
 }
 
@@ -96,8 +122,7 @@ template <typename Scalar, typename D>
 void exp_features_norm_correction(const Eigen::MatrixBase<D>& X, const Matrix<Scalar>& Phi,
                                   const Matrix<Scalar>& dPhi, Matrix<Scalar>& dX) {
   Vector<Scalar> weight = Vector<Scalar>::Zero(X.rows());
-  for (Index j = 0; j < Phi.cols(); ++j)
-    weight.array() += dPhi.col(j).array() * Phi.col(j).array();
+  for (Index j = 0; j < Phi.cols(); ++j) weight.array() += dPhi.col(j).array() * Phi.col(j).array();
   dX.noalias() -= weight.asDiagonal() * X;
 }
 

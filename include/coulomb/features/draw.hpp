@@ -39,9 +39,12 @@ enum class Draw {
 /// Name of a Draw value, for messages and reports.
 inline const char* to_string(Draw draw) noexcept {
   switch (draw) {
-    case Draw::iid: return "iid";
-    case Draw::orthogonal_chi: return "orthogonal_chi";
-    case Draw::orthogonal_sqrt_d: return "orthogonal_sqrt_d";
+    case Draw::iid:
+      return "iid";
+    case Draw::orthogonal_chi:
+      return "orthogonal_chi";
+    case Draw::orthogonal_sqrt_d:
+      return "orthogonal_sqrt_d";
   }
   return "unknown";
 }
@@ -51,9 +54,9 @@ inline const char* to_string(Draw draw) noexcept {
 /// d < 1.
 template <std::uniform_random_bit_generator G>
 Matrix<double> draw_particles(Index num_particles, Index input_dim, Draw draw, G& g) {
-  detail::require(num_particles >= 1, "coulomb::draw_particles",
-                  "argument 'num_particles' must be at least 1, got " +
-                      std::to_string(num_particles));
+  detail::require(
+      num_particles >= 1, "coulomb::draw_particles",
+      "argument 'num_particles' must be at least 1, got " + std::to_string(num_particles));
   detail::require(input_dim >= 1, "coulomb::draw_particles",
                   "argument 'input_dim' must be at least 1, got " + std::to_string(input_dim));
   const Index m = num_particles;

@@ -37,9 +37,12 @@ enum class Stabilizer {
 /// Name of a Stabilizer value.
 inline const char* to_string(Stabilizer s) noexcept {
   switch (s) {
-    case Stabilizer::none: return "none";
-    case Stabilizer::per_row: return "per_row";
-    case Stabilizer::global: return "global";
+    case Stabilizer::none:
+      return "none";
+    case Stabilizer::per_row:
+      return "per_row";
+    case Stabilizer::global:
+      return "global";
   }
   return "unknown";
 }
@@ -98,10 +101,10 @@ template <typename Map>
 concept KernelFeatureMap = FeatureMap<Map> && feature_map_traits<Map>::has_closed_form_kernel;
 
 /// Compile-time check with a message that names the documentation page.
-#define COULOMB_ASSERT_FEATURE_MAP(Type)                                                   \
-  static_assert(::coulomb::FeatureMap<Type>,                                               \
-                #Type " does not satisfy coulomb::FeatureMap; see docs/feature_maps.md for " \
-                      "the members a feature map must provide")
+#define COULOMB_ASSERT_FEATURE_MAP(Type)                                               \
+  static_assert(::coulomb::FeatureMap<Type>, #Type                                     \
+                " does not satisfy coulomb::FeatureMap; see docs/feature_maps.md for " \
+                "the members a feature map must provide")
 
 /// CRTP base holding the particles and doing the argument checks; `Derived` supplies the
 /// mathematics through
@@ -176,8 +179,7 @@ class FeatureMapBase {
 
   /// Unbiased kernel estimate K̂ = Φ(X) Φ(Y)ᵀ (n_x × n_y).
   template <typename DX, typename DY>
-  MatrixType kernel_estimate(const Eigen::MatrixBase<DX>& X,
-                             const Eigen::MatrixBase<DY>& Y) const {
+  MatrixType kernel_estimate(const Eigen::MatrixBase<DX>& X, const Eigen::MatrixBase<DY>& Y) const {
     const MatrixType phi_x = map(X);
     const MatrixType phi_y = map(Y);
     return phi_x * phi_y.transpose();
@@ -186,8 +188,8 @@ class FeatureMapBase {
   /// dX = ∂L/∂X given dPhi = ∂L/∂Φ, where Phi is the output of map(X, Phi, s) for the same X.
   /// A stabilizer shift is treated as a constant.
   template <typename D>
-  void backward_input(const Eigen::MatrixBase<D>& X, const MatrixType& Phi,
-                      const MatrixType& dPhi, MatrixType& dX) const {
+  void backward_input(const Eigen::MatrixBase<D>& X, const MatrixType& Phi, const MatrixType& dPhi,
+                      MatrixType& dX) const {
     check_backward(X, Phi, dPhi, "backward_input");
     MatrixType dZ;
     derived().backward_impl(X, Phi, dPhi, dZ);
@@ -197,18 +199,31 @@ class FeatureMapBase {
 
   /// dOmega = ∂L/∂Ω (m×d) given dPhi = ∂L/∂Φ, where Phi is the output of map(X, Phi, s).
   template <typename D>
-  void backward_params(const Eigen::MatrixBase<D>& X, const MatrixType& Phi,
-                       const MatrixType& dPhi, MatrixType& dOmega) const {
+  void backward_params(const Eigen::MatrixBase<D>& X, const MatrixType& Phi, const MatrixType& dPhi,
+                       MatrixType& dOmega) const {
     check_backward(X, Phi, dPhi, "backward_params");
     MatrixType dZ;
     derived().backward_impl(X, Phi, dPhi, dZ);
     dOmega.noalias() = dZ.transpose() * X;
   }
 
+  /// Both gradients at once (one shared ∂L/∂(XΩᵀ) instead of two): dX = ∂L/∂X, dOmega = ∂L/∂Ω.
+  template <typename D>
+  void backward(const Eigen::MatrixBase<D>& X, const MatrixType& Phi, const MatrixType& dPhi,
+                MatrixType& dX, MatrixType& dOmega) const {
+    check_backward(X, Phi, dPhi, "backward");
+    MatrixType dZ;
+    derived().backward_impl(X, Phi, dPhi, dZ);
+    dX.noalias() = dZ * omega_;
+    derived().input_correction(X, Phi, dPhi, dX);
+    dOmega.noalias() = dZ.transpose() * X;
+  }
+
   /// Draws new particles (and phases) from `rng` with the map's Draw policy, keeping m and d.
   template <std::uniform_random_bit_generator G>
   void redraw(G& rng) {
-    omega_ = derived().scaled_draw(draw_particles(num_particles(), input_dim(), draw_, rng))
+    omega_ = derived()
+                 .scaled_draw(draw_particles(num_particles(), input_dim(), draw_, rng))
                  .template cast<Scalar>();
     derived().draw_extra(rng);
     derived().on_particles_changed();
@@ -225,9 +240,9 @@ class FeatureMapBase {
   void init_random(Index input_dim, Index num_particles, Draw draw, G& rng) {
     detail::require(input_dim >= 1, name_of("constructor"),
                     "argument 'input_dim' must be at least 1, got " + std::to_string(input_dim));
-    detail::require(num_particles >= 1, name_of("constructor"),
-                    "argument 'num_particles' must be at least 1, got " +
-                        std::to_string(num_particles));
+    detail::require(
+        num_particles >= 1, name_of("constructor"),
+        "argument 'num_particles' must be at least 1, got " + std::to_string(num_particles));
     draw_ = draw;
     omega_.resize(num_particles, input_dim);
     redraw(rng);
@@ -279,16 +294,15 @@ class FeatureMapBase {
     const std::string_view fn(function);
     if (X.cols() != input_dim()) {
       std::ostringstream os;
-      os << "argument 'X' has " << X.cols() << " columns, expected input_dim() = "
-         << input_dim();
+      os << "argument 'X' has " << X.cols() << " columns, expected input_dim() = " << input_dim();
       detail::throw_invalid(name_of(fn.data()), os.str());
     }
     if (!X.derived().allFinite()) detail::require_finite(X, name_of(fn.data()), "X");
   }
 
   template <typename D>
-  void check_backward(const Eigen::MatrixBase<D>& X, const MatrixType& Phi,
-                      const MatrixType& dPhi, const char* function) const {
+  void check_backward(const Eigen::MatrixBase<D>& X, const MatrixType& Phi, const MatrixType& dPhi,
+                      const char* function) const {
     check_input(X, function);
     detail::require_shape(Phi, X.rows(), output_dim(), name_of(function), "Phi");
     detail::require_shape(dPhi, X.rows(), output_dim(), name_of(function), "dPhi");

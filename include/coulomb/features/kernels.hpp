@@ -63,9 +63,9 @@ Matrix<typename DX::Scalar> arccos1_kernel(const Eigen::MatrixBase<DX>& X,
       }
       const double cosine = std::clamp(static_cast<double>(k(i, j)) / norms, -1.0, 1.0);
       const double theta = std::acos(cosine);
-      k(i, j) = static_cast<Scalar>(
-          norms * (std::sin(theta) + (std::numbers::pi - theta) * cosine) /
-          (2.0 * std::numbers::pi));
+      k(i, j) =
+          static_cast<Scalar>(norms * (std::sin(theta) + (std::numbers::pi - theta) * cosine) /
+                              (2.0 * std::numbers::pi));
     }
   }
   return k;

@@ -69,9 +69,12 @@ class Porf : public FeatureMapBase<Porf<ScalarT, Activation>, ScalarT> {
   static constexpr Index outputs_per_particle = 1;
 
   static constexpr const char* name() noexcept {
-    if constexpr (is_exp) return "PorfExp";
-    else if constexpr (std::is_same_v<Activation, Softplus>) return "PorfSoftplus";
-    else return "PorfRelu";
+    if constexpr (is_exp)
+      return "PorfExp";
+    else if constexpr (std::is_same_v<Activation, Softplus>)
+      return "PorfSoftplus";
+    else
+      return "PorfRelu";
   }
 
   /// m particles in dimension d, drawn from `rng`.
@@ -94,15 +97,15 @@ class Porf : public FeatureMapBase<Porf<ScalarT, Activation>, ScalarT> {
   /// E[φ(x)ᵀφ(y)] between the rows of X and Y (Exp and Relu only).
   template <typename DX, typename DY>
   MatrixType exact_kernel(const Eigen::MatrixBase<DX>& X, const Eigen::MatrixBase<DY>& Y) const
-    requires(has_closed_form_kernel)
-  {
+      requires(has_closed_form_kernel) {
     if constexpr (is_exp) {
       return softmax_kernel(X, Y);
     } else {
       MatrixType k = arccos1_kernel(X, Y);
       if (epsilon_ > 0.0) {
         const Scalar eps = static_cast<Scalar>(epsilon_);
-        const Scalar mean_factor = static_cast<Scalar>(epsilon_ / std::sqrt(2.0 * std::numbers::pi));
+        const Scalar mean_factor =
+            static_cast<Scalar>(epsilon_ / std::sqrt(2.0 * std::numbers::pi));
         k.colwise() += mean_factor * X.rowwise().norm();
         k.rowwise() += mean_factor * Y.rowwise().norm().transpose();
         k.array() += eps * eps;
@@ -113,9 +116,9 @@ class Porf : public FeatureMapBase<Porf<ScalarT, Activation>, ScalarT> {
 
  private:
   void set_epsilon(double epsilon) {
-    detail::require(std::isfinite(epsilon) && epsilon >= 0.0, this->name_of("constructor"),
-                    "argument 'options.epsilon' must be finite and >= 0, got " +
-                        std::to_string(epsilon));
+    detail::require(
+        std::isfinite(epsilon) && epsilon >= 0.0, this->name_of("constructor"),
+        "argument 'options.epsilon' must be finite and >= 0, got " + std::to_string(epsilon));
     detail::require(!is_exp || epsilon == 0.0, this->name_of("constructor"),
                     "argument 'options.epsilon' must be 0 for the exp activation");
     epsilon_ = epsilon;

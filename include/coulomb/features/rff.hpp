@@ -86,14 +86,12 @@ class RandomFourier : public FeatureMapBase<RandomFourier<ScalarT, Form>, Scalar
 
   /// Replaces the phases; b must be finite with num_particles() entries.
   template <typename DB>
-  void set_phases(const Eigen::MatrixBase<DB>& phases)
-    requires(with_phase)
-  {
+  void set_phases(const Eigen::MatrixBase<DB>& phases) requires(with_phase) {
     const std::string where = this->name_of("set_phases");
-    detail::require(phases.size() == this->num_particles(), where,
-                    "argument 'phases' has " + std::to_string(phases.size()) +
-                        " entries, expected num_particles() = " +
-                        std::to_string(this->num_particles()));
+    detail::require(
+        phases.size() == this->num_particles(), where,
+        "argument 'phases' has " + std::to_string(phases.size()) +
+            " entries, expected num_particles() = " + std::to_string(this->num_particles()));
     detail::require_finite(phases, where, "phases");
     phases_ = phases.reshaped();
   }

@@ -52,9 +52,12 @@ class SoftmaxFeatures : public FeatureMapBase<SoftmaxFeatures<ScalarT, Form>, Sc
   static constexpr SoftmaxForm form = Form;
 
   static constexpr const char* name() noexcept {
-    if constexpr (Form == SoftmaxForm::plain) return "SoftmaxFeatures";
-    else if constexpr (Form == SoftmaxForm::symmetric_joint) return "SoftmaxFeaturesJoint";
-    else return "SoftmaxFeaturesSeparate";
+    if constexpr (Form == SoftmaxForm::plain)
+      return "SoftmaxFeatures";
+    else if constexpr (Form == SoftmaxForm::symmetric_joint)
+      return "SoftmaxFeaturesJoint";
+    else
+      return "SoftmaxFeaturesSeparate";
   }
 
   /// m particles in dimension d, drawn from `rng`.
@@ -120,8 +123,7 @@ class SoftmaxFeatures : public FeatureMapBase<SoftmaxFeatures<ScalarT, Form>, Sc
   /// For one softmax group Φ = scale · softmax(u) over columns [begin, begin + count), with
   /// g = ∂L/∂Φ: ∂L/∂u = scale · s ⊙ (g − ⟨g, s⟩) = Φ ⊙ (g − ⟨g, Φ⟩/scale).
   static void softmax_group_backward(const MatrixType& Phi, const MatrixType& dPhi, Index begin,
-                                     Index count, Scalar scale, VectorType& dot,
-                                     MatrixType& dU) {
+                                     Index count, Scalar scale, VectorType& dot, MatrixType& dU) {
     dot.setZero(Phi.rows());
     for (Index j = begin; j < begin + count; ++j)
       dot.array() += Phi.col(j).array() * dPhi.col(j).array();
