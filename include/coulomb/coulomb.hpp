@@ -4,8 +4,9 @@
 ///
 /// coulomb learns the random-feature kernel of linear attention from labels (Badiei Khuzani et
 /// al., *A Coulomb Particle Model for Learning Kernel Attention in Transformers*, 2026).
-/// Folders follow the paper: features/ (random feature maps, §1), and, as they land,
-/// particles/ (the Hamiltonian and projected Langevin dynamics), attention/, nn/, train/.
+/// Folders follow the paper: features/ (random feature maps, §1), particles/ (alignment,
+/// Riesz repulsion, the Hamiltonian and projected Langevin dynamics, §2–3), and, as they land,
+/// attention/, nn/, train/.
 #pragma once
 
 #include "core/check.hpp"
@@ -19,3 +20,7 @@
 #include "features/porf.hpp"
 #include "features/rff.hpp"
 #include "features/softmax_features.hpp"
+#include "particles/alignment.hpp"
+#include "particles/hamiltonian.hpp"
+#include "particles/langevin.hpp"
+#include "particles/riesz.hpp"

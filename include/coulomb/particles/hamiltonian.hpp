@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: MIT
+/// @file particles/hamiltonian.hpp
+/// @brief The particle Hamiltonian H_N(Ω) = E(Ω) + λ·W_{N,s}(Ω): kernel-target alignment
+/// (attraction towards the labels) plus Riesz repulsion (Badiei Khuzani et al., 2026, §2).
+///
+/// A composable objective: any alignment-like term with `evaluate_with_gradient` (and the
+/// minibatch overload, `num_samples()`, `shuffle(rng)`) plus a RieszEnergy. Without repulsion
+/// (λ = 0) every particle drifts to the same best frequency; the Riesz term keeps them apart.
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include "../core/check.hpp"
+#include "../core/config.hpp"
+#include "riesz.hpp"
+
+namespace coulomb {
+
+/// The two terms of the last evaluation, for logging.
+struct HamiltonianTerms {
+  double alignment = 0.0;  ///< E(Ω)
+  double repulsion = 0.0;  ///< W_{N,s}(Ω) (before the factor λ)
+  double total = 0.0;      ///< E + λ W
+};
+
+/// H = alignment + λ · Riesz.
+template <typename Alignment>
+class Hamiltonian {
+ public:
+  using Scalar = typename Alignment::Scalar;
+  using MatrixType = Matrix<Scalar>;
+
+  /// `alignment` is referenced, not copied: it must outlive the Hamiltonian.
+  Hamiltonian(Alignment& alignment, double lambda, RieszOptions riesz = {})
+      : alignment_(&alignment), riesz_(riesz), lambda_(lambda) {
+    detail::require(std::isfinite(lambda) && lambda >= 0.0, "coulomb::Hamiltonian",
+                    "argument 'lambda' must be finite and >= 0, got " + std::to_string(lambda));
+  }
+
+  double lambda() const noexcept { return lambda_; }
+  const RieszEnergy<Scalar>& repulsion() const noexcept { return riesz_; }
+  Alignment& alignment() noexcept { return *alignment_; }
+  /// The terms of the last evaluation.
+  const HamiltonianTerms& terms() const noexcept { return terms_; }
+  Index num_samples() const { return alignment_->num_samples(); }
+
+  template <std::uniform_random_bit_generator G>
+  void shuffle(G& rng) {
+    alignment_->shuffle(rng);
+  }
+
+  /// H(Ω) on all samples.
+  template <typename D>
+  Scalar evaluate(const Eigen::MatrixBase<D>& omega) {
+    terms_.alignment = static_cast<double>(alignment_->evaluate(omega));
+    terms_.repulsion = lambda_ > 0.0 ? static_cast<double>(riesz_.evaluate(omega)) : 0.0;
+    return finish();
+  }
+
+  /// H(Ω) and ∂H/∂Ω on all samples.
+  template <typename D>
+  Scalar evaluate_with_gradient(const Eigen::MatrixBase<D>& omega, MatrixType& gradient) {
+    terms_.alignment = static_cast<double>(alignment_->evaluate_with_gradient(omega, gradient));
+    add_repulsion(omega, gradient);
+    return finish();
+  }
+
+  /// H and ∂H/∂Ω with the alignment on a minibatch (the repulsion needs no data).
+  template <typename D>
+  Scalar evaluate_with_gradient(const Eigen::MatrixBase<D>& omega, Index begin, Index size,
+                                MatrixType& gradient) {
+    terms_.alignment =
+        static_cast<double>(alignment_->evaluate_with_gradient(omega, begin, size, gradient));
+    add_repulsion(omega, gradient);
+    return finish();
+  }
+
+ private:
+  template <typename D>
+  void add_repulsion(const Eigen::MatrixBase<D>& omega, MatrixType& gradient) {
+    if (lambda_ == 0.0) {
+      terms_.repulsion = 0.0;
+      return;
+    }
+    terms_.repulsion = static_cast<double>(riesz_.evaluate_with_gradient(omega, repulsion_grad_));
+    gradient += static_cast<Scalar>(lambda_) * repulsion_grad_;
+  }
+
+  Scalar finish() {
+    terms_.total = terms_.alignment + lambda_ * terms_.repulsion;
+    return static_cast<Scalar>(terms_.total);
+  }
+
+  Alignment* alignment_;
+  RieszEnergy<Scalar> riesz_;
+  double lambda_;
+  HamiltonianTerms terms_;
+  MatrixType repulsion_grad_;
+};
+
+}  // namespace coulomb

@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: MIT
+/// @file particles/langevin.hpp
+/// @brief Projected Langevin dynamics on the particles (Algorithm 1 of Badiei Khuzani et al.,
+/// 2026):
+///   ω_k ← Π_K( ω_k − η_t · N ∇_{ω_k} H_N(Ω) + √(2η_t/β) ξ_k ),   ξ_k ~ N(0, I),
+/// with a step-size schedule η_t, inverse temperature β (β = ∞: projected gradient descent),
+/// Π_K the Euclidean projection on a compact convex set, and minibatch drifts. The interface
+/// follows ensmallen: `optimize(objective, particles, callbacks...)`.
+///
+/// An objective provides `evaluate_with_gradient(Ω, grad)`; for minibatches also
+/// `evaluate_with_gradient(Ω, begin, size, grad)`, `num_samples()` and `shuffle(rng)`.
+/// A callback is any object with some of
+///   `void begin_optimization(const Optimizer&, Objective&, const Matrix&)`,
+///   `bool step_taken(const Optimizer&, Objective&, const Matrix&, const LangevinStep&)`
+///       (return true to stop), `void end_optimization(const Optimizer&, Objective&, const
+///   Matrix&)`; missing members cost nothing.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <limits>
+#include <numbers>
+#include <string>
+
+#include <Eigen/Core>
+
+#include "../core/check.hpp"
+#include "../core/config.hpp"
+#include "../core/error.hpp"
+#include "../core/random.hpp"
+
+namespace coulomb {
+
+/// An objective with value and gradient: `evaluate_with_gradient(Ω, grad)`.
+template <typename F, typename Scalar>
+concept DifferentiableObjective = requires(F& f, const Matrix<Scalar>& omega, Matrix<Scalar>& g) {
+  { f.evaluate_with_gradient(omega, g) } -> std::convertible_to<double>;
+};
+
+/// An objective that can also be evaluated on minibatches of its samples.
+template <typename F, typename Scalar>
+concept MinibatchObjective = DifferentiableObjective<F, Scalar> &&
+    requires(F& f, const Matrix<Scalar>& omega, Matrix<Scalar>& g, Index i, Rng& rng) {
+  { f.evaluate_with_gradient(omega, i, i, g) } -> std::convertible_to<double>;
+  { f.num_samples() } -> std::convertible_to<Index>;
+  f.shuffle(rng);
+};
+
+/// Π_K for K = the product of balls ‖ω_k‖ ≤ R (each particle projected on its own ball).
+struct BallProjection {
+  double radius = 10.0;
+  void validate() const { detail::require_positive(radius, "coulomb::BallProjection", "radius"); }
+  template <typename Scalar>
+  void project(Matrix<Scalar>& particles) const {
+    const Scalar r = static_cast<Scalar>(radius);
+    for (Index k = 0; k < particles.rows(); ++k) {
+      const Scalar norm = particles.row(k).norm();
+      if (norm > r) particles.row(k) *= r / norm;
+    }
+  }
+  template <typename Scalar>
+  bool contains(const Matrix<Scalar>& particles, double tolerance = 1e-6) const {
+    return (particles.rowwise().norm().array().template cast<double>() <=
+            radius * (1.0 + tolerance))
+        .all();
+  }
+};
+
+/// Π_K for K = the box [lower, upper]^d (entrywise clamp).
+struct BoxProjection {
+  double lower = -10.0;
+  double upper = 10.0;
+  void validate() const {
+    detail::require(std::isfinite(lower) && std::isfinite(upper) && lower < upper,
+                    "coulomb::BoxProjection",
+                    "arguments 'lower' and 'upper' must be finite with lower < upper, got [" +
+                        std::to_string(lower) + ", " + std::to_string(upper) + "]");
+  }
+  template <typename Scalar>
+  void project(Matrix<Scalar>& particles) const {
+    particles = particles.cwiseMax(static_cast<Scalar>(lower)).cwiseMin(static_cast<Scalar>(upper));
+  }
+  template <typename Scalar>
+  bool contains(const Matrix<Scalar>& particles, double tolerance = 1e-6) const {
+    const double slack = tolerance * std::max(std::abs(lower), std::abs(upper));
+    return particles.minCoeff() >= lower - slack && particles.maxCoeff() <= upper + slack;
+  }
+};
+
+/// η_t = η.
+struct ConstantStep {
+  double step_size = 1e-2;
+  double operator()(Index) const { return step_size; }
+};
+
+/// η_t = η / (1 + t/τ).
+struct InverseTimeStep {
+  double step_size = 1e-2;
+  double time_scale = 100.0;
+  double operator()(Index t) const {
+    return step_size / (1.0 + static_cast<double>(t) / time_scale);
+  }
+};
+
+/// η_t = η_min + (η − η_min)(1 + cos(π t/T))/2 over T = max_iterations.
+struct CosineStep {
+  double step_size = 1e-2;
+  double final_step_size = 0.0;
+  Index horizon = 1000;
+  double operator()(Index t) const {
+    const double phase = std::min(1.0, static_cast<double>(t) / static_cast<double>(horizon));
+    return final_step_size +
+           (step_size - final_step_size) * 0.5 * (1.0 + std::cos(std::numbers::pi * phase));
+  }
+};
+
+/// Options of ProjectedLangevin.
+struct LangevinOptions {
+  Index max_iterations = 1000;                            ///< number of steps
+  double beta = std::numeric_limits<double>::infinity();  ///< inverse temperature (∞: no noise)
+  Index batch_size = 0;                                   ///< minibatch size; 0 = full batch
+  std::uint64_t seed = 0;          ///< seeds the noise and the minibatch order
+  bool scale_by_particles = true;  ///< drift N ∇_{ω_k} H (true, as in Algorithm 1) or ∇ H
+};
+
+/// What a callback sees after each step.
+struct LangevinStep {
+  Index iteration = 0;     ///< 0-based index of the step just taken
+  double energy = 0.0;     ///< objective value at the particles before the step
+  double step_size = 0.0;  ///< η_t used
+  double gradient_norm = 0.0;
+};
+
+/// Projected Langevin dynamics.
+template <typename Projection = BallProjection, typename Schedule = ConstantStep>
+class ProjectedLangevin {
+ public:
+  explicit ProjectedLangevin(LangevinOptions options = {}, Projection projection = {},
+                             Schedule schedule = {})
+      : options_(options), projection_(projection), schedule_(schedule) {
+    const char* where = "coulomb::ProjectedLangevin";
+    detail::require(options.max_iterations >= 0, where,
+                    "argument 'options.max_iterations' must be >= 0");
+    detail::require(options.batch_size >= 0, where, "argument 'options.batch_size' must be >= 0");
+    detail::require(options.beta > 0.0 && !std::isnan(options.beta), where,
+                    "argument 'options.beta' must be positive (or infinity), got " +
+                        std::to_string(options.beta));
+    projection_.validate();
+  }
+
+  const LangevinOptions& options() const noexcept { return options_; }
+  const Projection& projection() const noexcept { return projection_; }
+  const Schedule& schedule() const noexcept { return schedule_; }
+
+  /// Runs the dynamics from `particles` (N×d, N >= 2), which are projected on K first and
+  /// hold the final particles on return. Returns the energy at the last evaluated step.
+  /// Throws numerical_error, naming the step, if the energy or its gradient stops being
+  /// finite; the particles are then those of the last step whose energy was finite.
+  template <typename Objective, typename Scalar, typename... Callbacks>
+  double optimize(Objective& objective, Matrix<Scalar>& particles, Callbacks&&... callbacks) {
+    const char* where = "coulomb::ProjectedLangevin::optimize";
+    detail::require(particles.rows() >= 2, where,
+                    "argument 'particles' needs at least 2 rows (N >= 2), got " +
+                        std::to_string(particles.rows()));
+    detail::require_finite(particles, where, "particles");
+    const Index n_particles = particles.rows();
+    static_assert(DifferentiableObjective<Objective, Scalar>,
+                  "ProjectedLangevin::optimize: the objective needs "
+                  "evaluate_with_gradient(particles, gradient); see docs/particles.md");
+    Index batch = options_.batch_size;
+    Index samples = 0;
+    if constexpr (MinibatchObjective<Objective, Scalar>) {
+      if (batch > 0) {
+        samples = objective.num_samples();
+        batch = std::min(batch, samples);
+      }
+    } else {
+      detail::require(batch == 0, where,
+                      "options.batch_size > 0 needs an objective with minibatch evaluation "
+                      "(evaluate_with_gradient(particles, begin, size, gradient), num_samples(), "
+                      "shuffle(rng))");
+    }
+    Rng rng(options_.seed);
+    Rng noise_rng = rng.split(1);
+    [[maybe_unused]] Rng batch_rng = rng.split(2);
+
+    projection_.project(particles);
+    (call_begin(callbacks, *this, objective, particles), ...);
+
+    Matrix<Scalar> gradient;
+    Matrix<Scalar> noise(particles.rows(), particles.cols());
+    Matrix<Scalar> last_finite = particles;
+    const bool noisy = std::isfinite(options_.beta);
+    const double drift_scale = options_.scale_by_particles ? static_cast<double>(n_particles) : 1.0;
+    double energy = std::numeric_limits<double>::quiet_NaN();
+    Index cursor = samples;  // forces a shuffle on the first minibatch
+    for (Index t = 0; t < options_.max_iterations; ++t) {
+      if constexpr (MinibatchObjective<Objective, Scalar>) {
+        if (batch > 0) {
+          if (cursor + batch > samples) {
+            objective.shuffle(batch_rng);
+            cursor = 0;
+          }
+          energy = static_cast<double>(
+              objective.evaluate_with_gradient(particles, cursor, batch, gradient));
+          cursor += batch;
+        } else {
+          energy = static_cast<double>(objective.evaluate_with_gradient(particles, gradient));
+        }
+      } else {
+        energy = static_cast<double>(objective.evaluate_with_gradient(particles, gradient));
+      }
+      if (!std::isfinite(energy) || !gradient.allFinite()) {
+        particles = last_finite;
+        throw numerical_error(std::string(where) +
+                              ": the energy or its gradient is not finite at step " +
+                              std::to_string(t) + " (energy " + std::to_string(energy) +
+                              "); the particles are those of the last finite step");
+      }
+      last_finite = particles;
+      const double eta = schedule_(t);
+      detail::require(eta > 0.0 && std::isfinite(eta), where,
+                      "the step size schedule returned " + std::to_string(eta) + " at step " +
+                          std::to_string(t) + "; it must be positive");
+      [[maybe_unused]] const LangevinStep info{t, energy, eta,
+                                               static_cast<double>(gradient.norm())};
+      particles -= static_cast<Scalar>(eta * drift_scale) * gradient;
+      if (noisy) {
+        fill_standard_normal(noise, noise_rng);
+        particles += static_cast<Scalar>(std::sqrt(2.0 * eta / options_.beta)) * noise;
+      }
+      projection_.project(particles);
+      bool stop = false;
+      ((stop = call_step(callbacks, *this, objective, particles, info) || stop), ...);
+      if (stop) break;
+    }
+    (call_end(callbacks, *this, objective, particles), ...);
+    return energy;
+  }
+
+ private:
+  template <typename C, typename... A>
+  static void call_begin(C& callback, A&... args) {
+    if constexpr (requires { callback.begin_optimization(args...); })
+      callback.begin_optimization(args...);
+  }
+  template <typename C, typename O, typename F, typename M>
+  static bool call_step(C& callback, const O& opt, F& f, const M& particles,
+                        const LangevinStep& info) {
+    if constexpr (requires { callback.step_taken(opt, f, particles, info); })
+      return static_cast<bool>(callback.step_taken(opt, f, particles, info));
+    else
+      return false;
+  }
+  template <typename C, typename... A>
+  static void call_end(C& callback, A&... args) {
+    if constexpr (requires { callback.end_optimization(args...); })
+      callback.end_optimization(args...);
+  }
+
+  LangevinOptions options_;
+  Projection projection_;
+  Schedule schedule_;
+};
+
+}  // namespace coulomb
