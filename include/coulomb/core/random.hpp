@@ -4,9 +4,12 @@
 ///
 /// The C++ standard fixes the engines but not the distributions (`std::normal_distribution`
 /// differs between libstdc++, libc++ and MSVC), so coulomb draws its uniforms and Gaussians
-/// itself: results for a given seed are the same bits on every platform and compiler, for the
-/// same thread count. Nothing in coulomb uses a hidden global generator; every draw takes a
-/// generator argument.
+/// itself from the integer stream. The integer stream, uniform01 and uniform_index are the same
+/// bits everywhere; Gaussian draws also go through the C library's log, cos and sin, and
+/// orthogonal draws through Eigen's QR, whose last bits depend on the instruction set. So a
+/// given seed reproduces the same bits for the same build (compiler, flags, thread count), and
+/// the same values to rounding across builds (docs/random.md). Nothing in coulomb uses a hidden
+/// global generator; every draw takes a generator argument.
 ///
 /// - coulomb::Rng is xoshiro256++ (Blackman & Vigna, 2019), seeded through splitmix64. It
 ///   satisfies std::uniform_random_bit_generator, so it also works with the standard library.
@@ -24,6 +27,7 @@
 #include <random>
 
 #include "config.hpp"
+#include "error.hpp"
 
 namespace coulomb {
 
@@ -117,8 +121,8 @@ double uniform_open0(G& g) {
   return (static_cast<double>(detail::random_bits64(g) >> 11) + 1.0) * 0x1.0p-53;
 }
 
-/// Fills `out` (in storage order) with independent N(0, 1) draws by the Box-Muller transform,
-/// computed in double and rounded to Scalar.
+/// Fills `out` (in column-major order, whatever its storage order) with independent N(0, 1) draws
+/// by the Box-Muller transform, computed in double and rounded to Scalar.
 template <typename Derived, std::uniform_random_bit_generator G>
 void fill_standard_normal(Eigen::DenseBase<Derived>& out, G& g) {
   using Scalar = typename Derived::Scalar;
@@ -152,7 +156,7 @@ double standard_normal(G& g) {
   return z(0);
 }
 
-/// Fills `out` with independent U[lo, hi) draws, in storage order.
+/// Fills `out` with independent U[lo, hi) draws, in column-major order.
 template <typename Derived, std::uniform_random_bit_generator G>
 void fill_uniform(Eigen::DenseBase<Derived>& out, double lo, double hi, G& g) {
   using Scalar = typename Derived::Scalar;
@@ -163,9 +167,10 @@ void fill_uniform(Eigen::DenseBase<Derived>& out, double lo, double hi, G& g) {
 }
 
 /// Uniform integer in [0, n) without modulo bias (rejection of the incomplete last block).
-/// Requires n > 0.
+/// Throws invalid_argument for n = 0.
 template <std::uniform_random_bit_generator G>
 std::uint64_t uniform_index(std::uint64_t n, G& g) {
+  if (n == 0) throw invalid_argument("coulomb::uniform_index: argument 'n' must be positive");
   constexpr std::uint64_t top = std::numeric_limits<std::uint64_t>::max();
   const std::uint64_t limit = top - (top % n + 1) % n;  // largest multiple of n, minus one
   std::uint64_t r = detail::random_bits64(g);

@@ -91,8 +91,12 @@ void exp_features(const Eigen::MatrixBase<D>& X, const Matrix<Scalar>& omega, bo
       // term cancels and the largest entry of the row is c (up to rounding).
       auto row_shift = shift.segment(r0, rows);
       row_max_of(r0, rows, row_shift);
-      row_shift -= offsets.segment(r0, rows);
-      offsets.segment(r0, rows) += row_shift;
+      for (Index i = 0; i < rows; ++i) {
+        // offset = the row maximum itself (exact, whatever the size of h_i).
+        const Scalar row_max = row_shift(i);
+        row_shift(i) = row_max - offsets(r0 + i);
+        offsets(r0 + i) = row_max;
+      }
     } else {
       shift.segment(r0, rows).setZero();
     }

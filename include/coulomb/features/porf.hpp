@@ -158,16 +158,20 @@ class Porf : public FeatureMapBase<Porf<ScalarT, Activation>, ScalarT> {
     } else {
       const Index m = this->num_particles();
       const Scalar c = static_cast<Scalar>(1.0 / std::sqrt(static_cast<double>(m)));
-      const Scalar inv_c = Scalar(1) / c;
+      [[maybe_unused]] const Scalar inv_c = Scalar(1) / c;
       const Scalar floor = static_cast<Scalar>(epsilon_);
       dZ.resize(Phi.rows(), m);
       for (Index j = 0; j < m; ++j) {
-        const auto f = Phi.col(j).array() * inv_c - floor;  // f(z), recovered from Φ
         if constexpr (std::is_same_v<Activation, Softplus>) {
-          // f'(z) = sigmoid(z) = 1 − e^{−softplus(z)}, accurate for both signs of z.
+          // f'(z) = sigmoid(z) = 1 − e^{−softplus(z)}, accurate for both signs of z, with
+          // softplus(z) = Φ/c − ε recovered from the forward output.
+          const auto f = Phi.col(j).array() * inv_c - floor;
           dZ.col(j).array() = c * dPhi.col(j).array() * (-(-f).expm1());
         } else {
-          dZ.col(j).array() = (f > Scalar(0)).select(c * dPhi.col(j).array(), Scalar(0));
+          // relu′(z) = 1 for z > 0. The forward writes exactly c·(0 + ε) = c·ε for z <= 0, so
+          // comparing Φ with that same product is exact (f recovered from Φ is not).
+          dZ.col(j).array() =
+              (Phi.col(j).array() > c * floor).select(c * dPhi.col(j).array(), Scalar(0));
         }
       }
     }

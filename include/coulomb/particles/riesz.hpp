@@ -2,7 +2,7 @@
 /// @file particles/riesz.hpp
 /// @brief Softened Riesz s-energy of the particles, the repulsion term of the Hamiltonian.
 ///
-/// Badiei Khuzani et al. (2026), §2 of docs/particles.md:
+/// Badiei Khuzani et al. (2026), §2:
 ///   W_{N,s}(Ω) = (1/N²) Σ_{k≠l} (‖ω_k − ω_l‖² + ε²)^{−s/2}            (s > 0)
 ///   W_{N,0}(Ω) = −(1/N²) Σ_{k≠l} ½ log(‖ω_k − ω_l‖² + ε²)             (s = 0, log energy)
 /// The Coulomb case is s = D − 2 in dimension D ≥ 3. ε > 0 softens the singularity at
