@@ -254,3 +254,31 @@ TEST_CASE("ProjectedLangevin_NonFiniteEnergyThrowsAndKeepsParticles", "[particle
   Mat one = Mat::Zero(1, 2);
   CHECK_THROWS_AS(langevin.optimize(objective, one), coulomb::invalid_argument);
 }
+
+TEST_CASE("LangevinCallbacks_LogSnapshotAndEarlyStop", "[particles][langevin]") {
+  const XorData data = make_xor(200, 41);
+  coulomb::Rng rng(42);
+  using Map = coulomb::RffCosSin<double>;
+  const Map map(2, 8, rng);
+  coulomb::AlignmentEnergy<Map> alignment(map, data.X,
+                                          coulomb::binary_targets<double>(data.labels));
+  coulomb::Hamiltonian<coulomb::AlignmentEnergy<Map>> hamiltonian(alignment, 0.01,
+                                                                  {.s = 0.0, .softening = 0.1});
+  coulomb::ProjectedLangevin<> langevin({.max_iterations = 40}, {.radius = 5.0}, {0.05});
+  coulomb::EnergyLog log;
+  coulomb::ParticleSnapshots<double> snapshots{.every = 10};
+  // A metric that never improves after its first evaluation stops the run early.
+  int calls = 0;
+  coulomb::EarlyStopping<double> stop{
+      .metric = [&](const Mat&) { return calls++ == 0 ? 1.0 : 0.0; }, .every = 5, .patience = 2};
+  Mat omega = map.omega();
+  langevin.optimize(hamiltonian, omega, log, snapshots, stop);
+  // Evaluations at steps 5, 10, 15: the third is the second without improvement.
+  CHECK(log.energy.size() == 15);
+  CHECK(log.alignment.size() == 15);
+  CHECK(stop.best_iteration == 5);
+  CHECK(snapshots.particles.size() == 2);  // the start and step 10
+  CHECK(snapshots.particles.front() == map.omega());
+  for (std::size_t t = 0; t < log.energy.size(); ++t)
+    CHECK(log.energy[t] == Approx(log.alignment[t] + 0.01 * log.repulsion[t]).epsilon(1e-12));
+}

@@ -21,6 +21,7 @@
 #include "features/rff.hpp"
 #include "features/softmax_features.hpp"
 #include "particles/alignment.hpp"
+#include "particles/callbacks.hpp"
 #include "particles/hamiltonian.hpp"
 #include "particles/langevin.hpp"
 #include "particles/riesz.hpp"
