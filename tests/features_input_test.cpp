@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -21,16 +22,48 @@ using coulomb_test::Mat;
 using coulomb_test::Vec;
 using namespace coulomb_test::cases;
 
-/// `expr` throws coulomb::invalid_argument, which is also caught as coulomb::error and as
-/// std::exception, with a message that starts with `where` and names the argument as 'arg'.
-#define CHECK_INVALID_ARGUMENT(expr, where, arg)                                            \
-  do {                                                                                      \
-    CHECK_THROWS_AS(expr, coulomb::invalid_argument);                                       \
-    CHECK_THROWS_AS(expr, coulomb::error);                                                  \
-    CHECK_THROWS_AS(expr, std::exception);                                                  \
-    CHECK_THROWS_WITH(expr, Catch::Matchers::StartsWith(std::string(where)) &&              \
-                                Catch::Matchers::Contains(std::string("'") + (arg) + "'")); \
-  } while (false)
+/// Runs `f` and checks that it throws coulomb::invalid_argument — which is also caught as
+/// coulomb::error and as std::exception — with a message that starts with `where` and names
+/// the argument as 'arg'. Not a template, so that the Catch machinery is compiled once.
+void check_invalid_argument(const std::function<void()>& f, const std::string& where,
+                            const std::string& arg, const char* expr, int line) {
+  INFO("line " << line << ": " << expr);
+  const std::string quoted = "'" + arg + "'";
+  bool threw_invalid_argument = false;
+  try {
+    f();
+  } catch (const coulomb::invalid_argument& e) {
+    threw_invalid_argument = true;
+    const std::string message = e.what();
+    INFO("message: " << message);
+    CHECK(message.rfind(where, 0) == 0);
+    CHECK(message.find(quoted) != std::string::npos);
+  } catch (const std::exception& e) {
+    FAIL_CHECK("threw a std::exception that is not coulomb::invalid_argument: " << e.what());
+  } catch (...) {
+    FAIL_CHECK("threw something that is not a std::exception");
+  }
+  CHECK(threw_invalid_argument);
+  // The same call is caught through the base classes.
+  bool caught_as_error = false;
+  try {
+    f();
+  } catch (const coulomb::error&) {
+    caught_as_error = true;
+  } catch (...) {
+  }
+  CHECK(caught_as_error);
+  bool caught_as_std = false;
+  try {
+    f();
+  } catch (const std::exception&) {
+    caught_as_std = true;
+  }
+  CHECK(caught_as_std);
+}
+
+#define CHECK_INVALID_ARGUMENT(expr, where, arg) \
+  check_invalid_argument([&] { (void)(expr); }, (where), (arg), #expr, __LINE__)
 
 static_assert(std::is_base_of_v<coulomb::error, coulomb::invalid_argument>);
 static_assert(std::is_base_of_v<coulomb::error, coulomb::numerical_error>);
@@ -75,6 +108,25 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_RejectsBadArguments", "[features][input]"
   const Mat<S> X = coulomb_test::gaussian<S>(kN, kD, rng);
   Mat<S> phi;
   Vec<S> log_scale;
+
+  SECTION("a failed call modifies none of its output arguments") {
+    const Mat<S> bad = Mat<S>::Ones(kN, kD + 1);
+    Mat<S> out = Mat<S>::Constant(2, 3, S(7));
+    Vec<S> shifts = Vec<S>::Constant(4, S(7));
+    CHECK_THROWS_AS(map.map(bad, out, Stabilizer::per_row, shifts), coulomb::invalid_argument);
+    CHECK(out == Mat<S>::Constant(2, 3, S(7)));
+    CHECK(shifts == Vec<S>::Constant(4, S(7)));
+    map.map(X, phi, Stabilizer::none);
+    Mat<S> dX = Mat<S>::Constant(2, 3, S(7));
+    Mat<S> dOmega = Mat<S>::Constant(3, 2, S(7));
+    Mat<S> bad_dphi = Mat<S>::Ones(kN, D);
+    bad_dphi(0, 0) = kNaN<S>;
+    CHECK_THROWS_AS(map.backward(X, phi, bad_dphi, dX, dOmega), coulomb::invalid_argument);
+    CHECK_THROWS_AS(map.backward_input(X, phi, bad_dphi, dX), coulomb::invalid_argument);
+    CHECK_THROWS_AS(map.backward_params(X, phi, bad_dphi, dOmega), coulomb::invalid_argument);
+    CHECK(dX == Mat<S>::Constant(2, 3, S(7)));
+    CHECK(dOmega == Mat<S>::Constant(3, 2, S(7)));
+  }
 
   SECTION("map: X with the wrong number of columns") {
     for (const Index cols : {Index{0}, kD - 1, kD + 1}) {
@@ -176,6 +228,7 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_RejectsBadArguments", "[features][input]"
 
   SECTION("set_omega: rejected particles leave the map unchanged") {
     const Mat<S> before = map.omega();
+    const Draw draw_before = map.draw_policy();
     const Mat<S> phi_before = map.map(X);
     for (const S bad_value : {kNaN<S>, kInf<S>, -kInf<S>}) {
       INFO("value " << bad_value);
@@ -211,6 +264,7 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_RejectsBadArguments", "[features][input]"
     }
     // The map still works as before.
     CHECK(map.omega() == before);
+    CHECK(map.draw_policy() == draw_before);
     CHECK(map.map(X) == phi_before);
   }
 }
@@ -369,4 +423,9 @@ TEST_CASE("Kernels_RejectBadArguments", "[features][input][kernel]") {
     CHECK_INVALID_ARGUMENT(coulomb::gaussian_kernel(X, X, bandwidth), "coulomb::gaussian_kernel",
                            "bandwidth");
   }
+}
+
+TEST_CASE("UniformIndex_RejectsZero", "[random][input]") {
+  coulomb::Rng rng = coulomb_test::test_rng("UniformIndex_RejectsZero");
+  CHECK_INVALID_ARGUMENT(coulomb::uniform_index(0, rng), "coulomb::uniform_index", "n");
 }
