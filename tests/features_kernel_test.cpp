@@ -244,5 +244,5 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_FloatKernelErrorMatchesDouble",
   const Mat<double> kd = dmap.kernel_estimate(X, Y);
   const double max_rel = ((kf - kd).array().abs() / kd.array().abs().max(1e-3)).maxCoeff();
   INFO("max relative difference of the estimates float vs double: " << max_rel);
-  CHECK(max_rel < coulomb_test::tol<float>::loose);
+  CHECK(max_rel < coulomb_test::tol<float>::tight);
 }

@@ -322,21 +322,4 @@ struct SoftmaxFeatSeparate {
 
 }  // namespace cases
 
-/// Scalar type of a case.
-template <typename Case>
-using scalar_of = typename Case::Map::Scalar;
-
-/// Whether the case's map is documented to be positive with every entry > 0 for any input
-/// (everything positive except PORF-relu with ε = 0).
-template <typename Case>
-constexpr bool strictly_positive_case() {
-  if constexpr (!coulomb::feature_map_traits<typename Case::Map>::is_positive) {
-    return false;
-  } else if constexpr (requires { Case::epsilon; }) {
-    return Case::epsilon > 0.0;
-  } else {
-    return true;
-  }
-}
-
 }  // namespace coulomb_test
