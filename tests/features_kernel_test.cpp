@@ -65,7 +65,8 @@ TEMPLATE_PRODUCT_TEST_CASE(
   // Var/m exactly: the least-squares slope of log MSE against log m is −1.
   using Map = typename TestType::Map;
   static_assert(coulomb::KernelFeatureMap<Map>);
-  coulomb::Rng rng = coulomb_test::test_rng(std::string("ConvergesAsOneOverM/") + Map::name());
+  coulomb::Rng rng =
+      coulomb_test::test_rng(std::string("ConvergesAsOneOverM/") + coulomb_test::label<TestType>());
   const Mat<double> X = coulomb_test::rows_with_norms(kPoints, kDim, kNormLo, kNormHi, rng);
   const Mat<double> Y = coulomb_test::rows_with_norms(kPoints, kDim, kNormLo, kNormHi, rng);
 
@@ -77,10 +78,11 @@ TEMPLATE_PRODUCT_TEST_CASE(
     REQUIRE(mse > 0.0);
     log_m.push_back(std::log(static_cast<double>(m)));
     log_mse.push_back(std::log(mse));
-    UNSCOPED_INFO(Map::name() << " m=" << m << " MSE=" << mse << " m*MSE=" << m * mse);
+    UNSCOPED_INFO(coulomb_test::label<TestType>()
+                  << " m=" << m << " MSE=" << mse << " m*MSE=" << m * mse);
   }
   const double slope = coulomb_test::ls_slope(log_m, log_mse);
-  INFO(Map::name() << ": slope of log MSE vs log m = " << slope);
+  INFO(coulomb_test::label<TestType>() << ": slope of log MSE vs log m = " << slope);
   CHECK(slope > -1.25);
   CHECK(slope < -0.75);
 }
@@ -93,39 +95,50 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_KernelEstimateIsUnbiased", "[features][ke
                            (Rff, RffCosSin, FavorPlus, FavorHyperbolic, PorfExp, PorfRelu,
                             PorfReluEps),
                            (double)) {
-  // Averaged over many independent draws of Ω, K̂(x, y) approaches k(x, y): for every pair
-  // the mean error is within a few standard errors of zero, while the standard error is small
-  // enough (a few % of k; at most 6%) to expose a mis-normalized estimator or a wrong reference
-  // kernel.
+  // Averaged over many independent draws of Ω, K̂(x, y) approaches k(x, y).
+  // - Systematic bias (a mis-normalized estimator, a wrong reference kernel): the relative
+  //   error averaged over all pairs, one value per redraw, has mean within 4.5 standard errors
+  //   of 0, and that standard error is below 1% (so a 5% bias cannot pass).
+  // - Pair-specific bias (a reference kernel wrong for some angles): for every pair the mean
+  //   error is within 6 standard errors of 0, with standard errors of a few % of k. (The
+  //   exponential estimators are skewed, log-normal-like, so the per-pair t-statistics have a
+  //   heavier tail than a normal one: measured maxima over 36 pairs reach ~5 in rare seeds.)
   using Map = typename TestType::Map;
-  coulomb::Rng rng = coulomb_test::test_rng(std::string("IsUnbiased/") + Map::name());
+  coulomb::Rng rng =
+      coulomb_test::test_rng(std::string("IsUnbiased/") + coulomb_test::label<TestType>());
   const Index n = 6;
   const Index m = 64;
   const int redraws = 1000;
   const Mat<double> X = coulomb_test::rows_with_norms(n, kDim, kNormLo, kNormHi, rng);
   const Mat<double> Y = coulomb_test::rows_with_norms(n, kDim, kNormLo, kNormHi, rng);
   for (const Draw draw : {Draw::iid, Draw::orthogonal_chi}) {
-    INFO(Map::name() << ", draw " << coulomb::to_string(draw));
+    INFO(coulomb_test::label<TestType>() << ", draw " << coulomb::to_string(draw));
     Map map = TestType::make(kDim, m, rng, draw);
     const Mat<double> exact = map.exact_kernel(X, Y);
+    REQUIRE((exact.array() > 0.0).all());
     Mat<double> sum = Mat<double>::Zero(n, n);
     Mat<double> sum_sq = Mat<double>::Zero(n, n);
+    std::vector<double> mean_rel_err_per_redraw;
     for (int r = 0; r < redraws; ++r) {
       map.redraw(rng);
       const Mat<double> err = map.kernel_estimate(X, Y) - exact;
       sum += err;
       sum_sq += err.cwiseProduct(err);
+      mean_rel_err_per_redraw.push_back((err.array() / exact.array()).mean());
     }
     const double R = redraws;
     const Mat<double> mean_err = sum / R;
     const Mat<double> var = (sum_sq / R - mean_err.cwiseProduct(mean_err)) * (R / (R - 1.0));
     const Mat<double> se = (var / R).cwiseSqrt();
     const double max_z = (mean_err.cwiseAbs().array() / se.array()).maxCoeff();
-    const double max_rel_se = (se.array() / exact.array().abs()).maxCoeff();
-    const double mean_rel_err = (mean_err.array() / exact.array().abs()).abs().mean();
-    INFO("max |mean error|/SE = " << max_z << ", max SE/|k| = " << max_rel_se
-                                  << ", mean |mean error|/|k| = " << mean_rel_err);
-    CHECK(max_z < 5.0);
+    const double max_rel_se = (se.array() / exact.array()).maxCoeff();
+    const auto overall = coulomb_test::summarize(mean_rel_err_per_redraw);
+    INFO("mean relative error over all pairs = " << overall.mean << " ± " << overall.se
+                                                 << "; per pair: max |mean error|/SE = " << max_z
+                                                 << ", max SE/k = " << max_rel_se);
+    CHECK(std::abs(overall.mean) < 4.5 * overall.se);
+    CHECK(overall.se < 0.01);
+    CHECK(max_z < 6.0);
     CHECK(max_rel_se < 0.06);
   }
 }
@@ -140,14 +153,14 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_OrthogonalDrawsConverge", "[features][ker
                            (double)) {
   // Orthogonal blocks (chi norms) are still unbiased and converge, at least as fast as 1/m:
   // from m = 64 to m = 4096 the MSE falls by far more than 20.
-  using Map = typename TestType::Map;
-  coulomb::Rng rng = coulomb_test::test_rng(std::string("OrthogonalConverge/") + Map::name());
+  coulomb::Rng rng =
+      coulomb_test::test_rng(std::string("OrthogonalConverge/") + coulomb_test::label<TestType>());
   const Mat<double> X = coulomb_test::rows_with_norms(kPoints, kDim, kNormLo, kNormHi, rng);
   const Mat<double> Y = coulomb_test::rows_with_norms(kPoints, kDim, kNormLo, kNormHi, rng);
   const double mse_64 = mean_mse<TestType>(64, Draw::orthogonal_chi, 64, X, Y, rng);
   const double mse_4096 = mean_mse<TestType>(4096, Draw::orthogonal_chi, 8, X, Y, rng);
-  INFO(Map::name() << ": orthogonal MSE(64) = " << mse_64 << ", MSE(4096) = " << mse_4096
-                   << ", ratio " << mse_64 / mse_4096);
+  INFO(coulomb_test::label<TestType>() << ": orthogonal MSE(64) = " << mse_64 << ", MSE(4096) = "
+                                       << mse_4096 << ", ratio " << mse_64 / mse_4096);
   CHECK(mse_4096 < mse_64 / 20.0);
 }
 
@@ -189,8 +202,8 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_OrthogonalBeatsIid", "[features][kernel][
   // ratio orthogonal/iid ≈ 0.78 for FavorPlus and PorfExp, z ≈ 8–12; ≈ 0.2 for
   // FavorHyperbolic and ≈ 0.08 for RffCosSin. Larger norms make the exp estimators
   // heavy-tailed and the comparison noisy.)
-  using Map = typename TestType::Map;
-  coulomb::Rng rng = coulomb_test::test_rng(std::string("OrthogonalBeatsIid/") + Map::name());
+  coulomb::Rng rng =
+      coulomb_test::test_rng(std::string("OrthogonalBeatsIid/") + coulomb_test::label<TestType>());
   const Index d = 32;
   const Index m = 64;
   const int redraws = 400;
@@ -200,9 +213,10 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_OrthogonalBeatsIid", "[features][kernel][
   double mse_orth = 0.0;
   const auto diff = iid_minus_orthogonal<TestType>(d, m, redraws, X, Y, rng, mse_iid, mse_orth);
   const auto s = coulomb_test::summarize(diff);
-  INFO(Map::name() << ": MSE iid = " << mse_iid << ", MSE orthogonal_chi = " << mse_orth
-                   << ", ratio " << mse_orth / mse_iid << ", mean difference = " << s.mean << " ± "
-                   << s.se << " (z = " << s.mean / s.se << ")");
+  INFO(coulomb_test::label<TestType>()
+       << ": MSE iid = " << mse_iid << ", MSE orthogonal_chi = " << mse_orth << ", ratio "
+       << mse_orth / mse_iid << ", mean difference = " << s.mean << " ± " << s.se
+       << " (z = " << s.mean / s.se << ")");
   CHECK(mse_orth < mse_iid);
   CHECK(s.mean > 3.0 * s.se);
 }
@@ -219,8 +233,9 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_FloatKernelErrorMatchesDouble",
   // adds only ~eps_float relative error to each estimate, far below the sampling error.
   using FloatMap = typename TestType::Map;
   using DoubleCase = typename TestType::template rebind<double>;
-  const std::uint64_t seed = coulomb_test::base_seed() ^
-                             coulomb_test::fnv1a(std::string("FloatKernel/") + FloatMap::name());
+  const std::uint64_t seed =
+      coulomb_test::base_seed() ^
+      coulomb_test::fnv1a(std::string("FloatKernel/") + coulomb_test::label<TestType>());
   coulomb::Rng rng(seed);
   const Mat<double> X = coulomb_test::rows_with_norms(kPoints, kDim, kNormLo, kNormHi, rng);
   const Mat<double> Y = coulomb_test::rows_with_norms(kPoints, kDim, kNormLo, kNormHi, rng);
@@ -230,7 +245,8 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_FloatKernelErrorMatchesDouble",
   coulomb::Rng rd(seed + 1);
   const double mse_float = mean_mse<TestType>(m, Draw::iid, redraws, X, Y, rf);
   const double mse_double = mean_mse<DoubleCase>(m, Draw::iid, redraws, X, Y, rd);
-  INFO(FloatMap::name() << ": MSE float = " << mse_float << ", MSE double = " << mse_double);
+  INFO(coulomb_test::label<TestType>()
+       << ": MSE float = " << mse_float << ", MSE double = " << mse_double);
   CHECK(std::isfinite(mse_float));
   CHECK(std::abs(mse_float / mse_double - 1.0) < 0.01);
 

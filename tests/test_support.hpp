@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <limits>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -321,5 +322,14 @@ struct SoftmaxFeatSeparate {
 };
 
 }  // namespace cases
+
+/// Name of a case for messages and per-test seeds: the map's name(), plus ε for PORF-relu.
+template <typename Case>
+std::string label() {
+  std::ostringstream text;
+  text << Case::Map::name();
+  if constexpr (requires { Case::epsilon; }) text << " (epsilon " << Case::epsilon << ")";
+  return text.str();
+}
 
 }  // namespace coulomb_test
