@@ -9,6 +9,9 @@
 /// attention/, nn/, train/.
 #pragma once
 
+#include "attention/layout.hpp"
+#include "attention/linear_attention.hpp"
+#include "attention/softmax_attention.hpp"
 #include "core/check.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"

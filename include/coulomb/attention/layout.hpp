@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: MIT
+/// @file attention/layout.hpp
+/// @brief The data layout, options, padding mask and gradient container shared by linear
+/// attention and exact softmax attention (docs/attention.md).
+///
+/// A batch of B sequences of length L, with H heads of query/key width d_k and value width
+/// d_v, is stored in three column-major matrices, as the projections of a Transformer produce
+/// them:
+///   Q, K ∈ R^{(B·L)×(H·d_k)},  V ∈ R^{(B·L)×(H·d_v)},  Out ∈ R^{(B·L)×(H·d_v)}.
+/// Sequence b occupies rows [b·L, (b+1)·L); head h occupies columns [h·d_k, (h+1)·d_k) of Q and
+/// K and [h·d_v, (h+1)·d_v) of V and Out. Each (sequence, head) pair is an independent
+/// attention problem ("task").
+#pragma once
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "../core/check.hpp"
+#include "../core/config.hpp"
+
+namespace coulomb {
+
+/// Padding mask: L × B, entry (t, b) is true when position t of sequence b is a real token and
+/// false when it is padding. Padded keys contribute nothing; padded queries give zero outputs
+/// (and zero gradients).
+using PaddingMask = Eigen::Array<bool, Eigen::Dynamic, Eigen::Dynamic>;
+
+/// Options of LinearAttention and SoftmaxAttention.
+struct AttentionOptions {
+  /// Number of heads H; the columns of Q, K (and V) are split into H equal blocks.
+  Index num_heads = 1;
+  /// Causal attention: position i attends to positions j <= i only.
+  bool causal = false;
+  /// Factor s applied to queries and keys before the feature map (linear attention) or the
+  /// dot product (softmax attention: scores s²·qᵀk). Unset: s = d_k^{-1/4}, so that
+  /// exp((s q)ᵀ(s k)) = exp(qᵀk/√d_k), the kernel of standard softmax attention.
+  std::optional<double> input_scale{};
+  /// Rows per block of the blocked algorithms. 0 chooses a default (linear attention: 256
+  /// non-causal, 64 causal; softmax attention: from L). Results do not depend on it beyond
+  /// rounding.
+  Index block_size = 0;
+  /// Threads (OpenMP). 0 uses omp_get_max_threads(). Without OpenMP everything runs on the
+  /// calling thread.
+  int num_threads = 0;
+  /// Contiguous parts each sequence is split into, so that several threads can work on one
+  /// (sequence, head) task. 0 chooses: 1 when there are at least as many tasks as threads,
+  /// the number of threads otherwise. Results do not depend on it beyond rounding.
+  Index sequence_parts = 0;
+  /// Linear attention only: also compute ∂L/∂Ω in backward (false: frozen-kernel mode, which
+  /// saves one GEMM per feature map).
+  bool omega_gradient = true;
+};
+
+/// Gradients of a scalar loss with respect to the attention inputs, filled by `backward`.
+/// dQ, dK, dV have the shapes of Q, K, V; dOmega has one m×d_k matrix per feature map of a
+/// LinearAttention (empty for SoftmaxAttention, or when `omega_gradient` is false).
+template <typename Scalar>
+struct AttentionGradients {
+  Matrix<Scalar> dQ;                   ///< ∂L/∂Q
+  Matrix<Scalar> dK;                   ///< ∂L/∂K
+  Matrix<Scalar> dV;                   ///< ∂L/∂V
+  std::vector<Matrix<Scalar>> dOmega;  ///< ∂L/∂Ω, one per feature map
+};
+
+namespace detail {
+
+/// Sizes of one attention call.
+struct AttentionDims {
+  Index batch = 0;   ///< B
+  Index length = 0;  ///< L
+  Index heads = 0;   ///< H
+  Index dk = 0;      ///< query/key width per head
+  Index dv = 0;      ///< value width per head
+  Index tasks() const noexcept { return batch * heads; }
+  bool operator==(const AttentionDims&) const = default;
+};
+
+/// Checks the shapes and values of Q, K, V (and the mask) and returns the sizes. `expected_dk`
+/// is the feature map's input dimension, or 0 when any d_k is allowed.
+template <typename Scalar>
+AttentionDims check_attention_inputs(const std::string& where,
+                                     const Eigen::Ref<const Matrix<Scalar>>& Q,
+                                     const Eigen::Ref<const Matrix<Scalar>>& K,
+                                     const Eigen::Ref<const Matrix<Scalar>>& V, Index batch,
+                                     const PaddingMask* mask, Index heads, Index expected_dk) {
+  AttentionDims dims;
+  require(batch >= 1, where, "argument 'batch' must be at least 1, got " + std::to_string(batch));
+  require(Q.rows() % batch == 0, where,
+          "argument 'Q' has " + std::to_string(Q.rows()) +
+              " rows, not a multiple of batch = " + std::to_string(batch));
+  dims.batch = batch;
+  dims.length = Q.rows() / batch;
+  dims.heads = heads;
+  require(Q.cols() % heads == 0 && Q.cols() > 0, where,
+          "argument 'Q' has " + std::to_string(Q.cols()) +
+              " columns, not a positive multiple of num_heads = " + std::to_string(heads));
+  dims.dk = Q.cols() / heads;
+  if (expected_dk > 0) {
+    require(dims.dk == expected_dk, where,
+            "argument 'Q' has " + std::to_string(Q.cols()) + " columns = " + std::to_string(heads) +
+                " heads x " + std::to_string(dims.dk) + ", expected num_heads x input_dim() = " +
+                std::to_string(heads) + " x " + std::to_string(expected_dk));
+  }
+  require_shape(K, Q.rows(), Q.cols(), where, "K");
+  require(V.rows() == Q.rows(), where,
+          "argument 'V' has " + std::to_string(V.rows()) + " rows, expected " +
+              std::to_string(Q.rows()) + " (the rows of Q)");
+  require(V.cols() % heads == 0 && V.cols() > 0, where,
+          "argument 'V' has " + std::to_string(V.cols()) +
+              " columns, not a positive multiple of num_heads = " + std::to_string(heads));
+  dims.dv = V.cols() / heads;
+  if (mask) require_shape(*mask, dims.length, batch, where, "mask");
+  require_finite(Q, where, "Q");
+  require_finite(K, where, "K");
+  require_finite(V, where, "V");
+  return dims;
+}
+
+/// Checks Out and dOut of a backward call against the forward sizes.
+template <typename Scalar>
+void check_attention_outputs(const std::string& where, const AttentionDims& dims,
+                             const Eigen::Ref<const Matrix<Scalar>>& Out,
+                             const Eigen::Ref<const Matrix<Scalar>>& dOut) {
+  const Index rows = dims.batch * dims.length;
+  const Index cols = dims.heads * dims.dv;
+  require_shape(Out, rows, cols, where, "Out");
+  require_shape(dOut, rows, cols, where, "dOut");
+  require_finite(Out, where, "Out");
+  require_finite(dOut, where, "dOut");
+}
+
+/// The input scale s of the options (d_k^{-1/4} when unset), checked.
+inline double attention_input_scale(const std::string& where, const AttentionOptions& options,
+                                    Index dk) {
+  if (!options.input_scale) return std::pow(static_cast<double>(dk), -0.25);
+  require_positive(*options.input_scale, where, "options.input_scale");
+  return *options.input_scale;
+}
+
+/// Checks the options that do not depend on the inputs.
+inline void check_attention_options(const std::string& where, const AttentionOptions& options) {
+  require(
+      options.num_heads >= 1, where,
+      "argument 'options.num_heads' must be at least 1, got " + std::to_string(options.num_heads));
+  require(options.block_size >= 0, where,
+          "argument 'options.block_size' must be >= 0, got " + std::to_string(options.block_size));
+  require(
+      options.num_threads >= 0, where,
+      "argument 'options.num_threads' must be >= 0, got " + std::to_string(options.num_threads));
+  require(options.sequence_parts >= 0, where,
+          "argument 'options.sequence_parts' must be >= 0, got " +
+              std::to_string(options.sequence_parts));
+  if (options.input_scale) require_positive(*options.input_scale, where, "options.input_scale");
+}
+
+}  // namespace detail
+
+}  // namespace coulomb

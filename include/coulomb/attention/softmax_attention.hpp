@@ -1,0 +1,344 @@
+// SPDX-License-Identifier: MIT
+/// @file attention/softmax_attention.hpp
+/// @brief Exact softmax attention, the quality and speed reference of linear attention:
+/// forward and backward, causal and not, multi-head, batched, with a padding mask.
+/// Documented in docs/attention.md.
+///
+/// For one sequence and one head, with scores s_ij = s²·q_iᵀk_j (s = d_k^{-1/4} by default, so
+/// s² = 1/√d_k; Vaswani et al., *Attention Is All You Need*, NeurIPS 2017):
+///   out_i = Σ_j P_ij v_j,  P_ij = exp(s_ij − ℓ_i),  ℓ_i = log Σ_j exp(s_ij)  (log-sum-exp),
+/// with j over the real (unpadded) keys, and j <= i when causal. Queries are processed in
+/// blocks of rows; a block's scores (rows × L) are formed by one GEMM, exponentiated in place
+/// after subtracting the row maximum, and multiplied by V. The forward keeps ℓ per row, so the
+/// backward recomputes P = exp(s − ℓ) without a second maximum:
+///   dV = Pᵀ dO,  dP = dO Vᵀ,  dS = P ⊙ (dP − δ) with δ_i = dO_i·out_i,
+///   dQ = s² dS K,  dK = s² dSᵀ Q.
+/// A query with no key to attend to (padded, or all its keys padded) gets ℓ = +∞, so its
+/// output and gradients are zero.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "../core/check.hpp"
+#include "../core/config.hpp"
+#include "detail_parallel.hpp"
+#include "layout.hpp"
+
+namespace coulomb {
+
+/// Reusable buffers of SoftmaxAttention; also holds the log-sum-exp rows of the last forward,
+/// which backward uses.
+template <RealScalar Scalar>
+class SoftmaxAttentionWorkspace {
+ public:
+  SoftmaxAttentionWorkspace() = default;
+
+ private:
+  template <RealScalar S>
+  friend class SoftmaxAttention;
+
+  struct Scratch {
+    Matrix<Scalar> p;   // block rows × L: scores, then probabilities
+    Matrix<Scalar> dp;  // block rows × L
+    Vector<Scalar> row_max, row_sum, delta;
+  };
+  std::vector<Scratch> scratch_;
+  std::vector<Matrix<Scalar>> part_dk_, part_dv_;
+  Matrix<Scalar> lse_;  // L × tasks
+  detail::AttentionDims saved_dims_;
+  bool saved_valid_ = false;
+  bool saved_masked_ = false;
+};
+
+/// Exact softmax attention with the layout and options of LinearAttention.
+template <RealScalar ScalarT>
+class SoftmaxAttention {
+ public:
+  using Scalar = ScalarT;
+  using MatrixType = Matrix<Scalar>;
+  using VectorType = Vector<Scalar>;
+  using ConstRef = Eigen::Ref<const MatrixType>;
+  using Workspace = SoftmaxAttentionWorkspace<Scalar>;
+  using Gradients = AttentionGradients<Scalar>;
+
+  /// Softmax attention with the given options (omega_gradient is ignored).
+  explicit SoftmaxAttention(AttentionOptions options = {}) : options_(options) {
+    detail::check_attention_options("coulomb::SoftmaxAttention::constructor", options_);
+  }
+
+  /// The options.
+  const AttentionOptions& options() const noexcept { return options_; }
+  /// Number of heads H.
+  Index num_heads() const noexcept { return options_.num_heads; }
+
+  /// Out = softmax attention of Q, K, V for `batch` sequences; Out resized to (B·L) × (H·d_v).
+  void forward(const ConstRef& Q, const ConstRef& K, const ConstRef& V, MatrixType& Out,
+               Workspace& ws, Index batch = 1) const {
+    forward_impl(Q, K, V, batch, nullptr, Out, ws);
+  }
+
+  /// The same with a padding mask (L × B; true = token).
+  void forward(const ConstRef& Q, const ConstRef& K, const ConstRef& V, const PaddingMask& mask,
+               MatrixType& Out, Workspace& ws) const {
+    forward_impl(Q, K, V, mask.cols() > 0 ? mask.cols() : 1, &mask, Out, ws);
+  }
+
+  /// Out as a new matrix.
+  MatrixType forward(const ConstRef& Q, const ConstRef& K, const ConstRef& V,
+                     Index batch = 1) const {
+    MatrixType Out;
+    Workspace ws;
+    forward(Q, K, V, Out, ws, batch);
+    return Out;
+  }
+
+  /// Gradients given dOut = ∂L/∂Out; Out must come from forward() on the same inputs with the
+  /// same workspace. grads.dOmega is cleared.
+  void backward(const ConstRef& Q, const ConstRef& K, const ConstRef& V, const ConstRef& Out,
+                const ConstRef& dOut, Gradients& grads, Workspace& ws, Index batch = 1) const {
+    backward_impl(Q, K, V, batch, nullptr, Out, dOut, grads, ws);
+  }
+
+  /// The same with a padding mask.
+  void backward(const ConstRef& Q, const ConstRef& K, const ConstRef& V, const PaddingMask& mask,
+                const ConstRef& Out, const ConstRef& dOut, Gradients& grads, Workspace& ws) const {
+    backward_impl(Q, K, V, mask.cols() > 0 ? mask.cols() : 1, &mask, Out, dOut, grads, ws);
+  }
+
+ private:
+  static constexpr Scalar inf = std::numeric_limits<Scalar>::infinity();
+
+  struct Plan {
+    detail::AttentionDims dims;
+    Scalar s2 = 1;     // score scale s²
+    Index block = 0;   // query rows per block
+    Index blocks = 0;  // ⌈L / block⌉
+    Index parts = 1;
+    int threads = 1;
+  };
+
+  Plan make_plan(const std::string& where, const detail::AttentionDims& dims) const {
+    Plan p;
+    p.dims = dims;
+    const double s = detail::attention_input_scale(where, options_, dims.dk);
+    p.s2 = static_cast<Scalar>(s * s);
+    if (options_.block_size > 0) {
+      p.block = options_.block_size;
+    } else {
+      // Keep a block of scores (block × L) near 512 KiB, within 16..128 rows.
+      Index rows = (Index(1) << 17) / std::max<Index>(dims.length, 1);
+      p.block = std::clamp<Index>(rows, 16, 128);
+    }
+    p.blocks = dims.length == 0 ? 0 : (dims.length + p.block - 1) / p.block;
+    p.threads = detail::resolve_threads(options_.num_threads);
+    Index parts = options_.sequence_parts;
+    if (parts == 0) parts = dims.tasks() >= p.threads ? 1 : p.threads;
+    p.parts = std::max<Index>(1, std::min(parts, p.blocks));
+    return p;
+  }
+
+  void prepare(Workspace& ws, const Plan& plan) const {
+    const auto T = static_cast<std::size_t>(plan.threads);
+    if (ws.scratch_.size() < T) ws.scratch_.resize(T);
+    for (std::size_t i = 0; i < T; ++i) {
+      auto& sc = ws.scratch_[i];
+      if (sc.p.rows() != plan.block || sc.p.cols() != plan.dims.length) {
+        sc.p.resize(plan.block, plan.dims.length);
+        sc.dp.resize(plan.block, plan.dims.length);
+      }
+    }
+  }
+
+  /// Scores of query rows [r0, r0+n) against keys [0, kend) into sc.p, with −∞ for keys a
+  /// query must not see; returns the block view.
+  template <typename DQ, typename DK>
+  auto scores(const Plan& plan, const Eigen::MatrixBase<DQ>& q, const Eigen::MatrixBase<DK>& k,
+              const bool* valid, Index r0, Index n, Index kend,
+              typename Workspace::Scratch& sc) const {
+    auto S = sc.p.topLeftCorner(n, kend);
+    S.noalias() = plan.s2 * q.middleRows(r0, n) * k.topRows(kend).transpose();
+    if (options_.causal) {
+      for (Index j = r0 + 1; j < kend; ++j) S.col(j).head(std::min(j - r0, n)).setConstant(-inf);
+    }
+    if (valid) {
+      for (Index j = 0; j < kend; ++j)
+        if (!valid[j]) S.col(j).setConstant(-inf);
+    }
+    return S;
+  }
+
+  /// S ← exp(S − shift) on the entries a query may see, exact zeros elsewhere (vectorized
+  /// exp clamps its argument, so exp(−∞) is not relied upon); rows with shift +∞ (queries with
+  /// nothing to attend to) become zero. Adds the row sums to *row_sum if given.
+  template <typename Block>
+  void exponentiate(Block& S, const Eigen::Ref<const VectorType>& shift, const bool* valid,
+                    Index r0, VectorType* row_sum) const {
+    const Index n = S.rows();
+    for (Index j = 0; j < S.cols(); ++j) {
+      if (valid && !valid[j]) {
+        S.col(j).setZero();
+        continue;
+      }
+      S.col(j).array() = (S.col(j).array() - shift.array()).exp();
+      if (options_.causal && j > r0) S.col(j).head(std::min(j - r0, n)).setZero();
+      if (row_sum) *row_sum += S.col(j);
+    }
+    for (Index i = 0; i < n; ++i) {
+      if (shift(i) == inf) {
+        S.row(i).setZero();
+        if (row_sum) (*row_sum)(i) = 0;
+      }
+    }
+  }
+
+  void forward_impl(const ConstRef& Q, const ConstRef& K, const ConstRef& V, Index batch,
+                    const PaddingMask* mask, MatrixType& Out, Workspace& ws) const {
+    const std::string where = "coulomb::SoftmaxAttention::forward";
+    const auto dims =
+        detail::check_attention_inputs<Scalar>(where, Q, K, V, batch, mask, num_heads(), 0);
+    const Plan plan = make_plan(where, dims);
+    Out.resize(dims.batch * dims.length, dims.heads * dims.dv);
+    ws.saved_valid_ = false;
+    prepare(ws, plan);
+    ws.lse_.resize(dims.length, dims.tasks());
+    const Index units = dims.tasks() * plan.parts;
+    // Work units: (task, part); part p takes the query blocks p, p + P, p + 2P, ... (so that
+    // causal blocks, which grow with their position, are shared evenly).
+    detail::parallel_for(units, plan.threads, [&](Index u, int thread) {
+      const Index t = u / plan.parts;
+      const Index part = u % plan.parts;
+      const Index b = t / dims.heads;
+      const Index h = t % dims.heads;
+      const Index row0 = b * dims.length;
+      const auto q = Q.block(row0, h * dims.dk, dims.length, dims.dk);
+      const auto k = K.block(row0, h * dims.dk, dims.length, dims.dk);
+      const auto v = V.block(row0, h * dims.dv, dims.length, dims.dv);
+      auto out = Out.block(row0, h * dims.dv, dims.length, dims.dv);
+      const bool* valid = mask ? mask->data() + b * dims.length : nullptr;
+      auto& sc = ws.scratch_[static_cast<std::size_t>(thread)];
+      auto lse = ws.lse_.col(t);
+      for (Index qb = part; qb < plan.blocks; qb += plan.parts) {
+        const Index r0 = qb * plan.block;
+        const Index n = std::min(plan.block, dims.length - r0);
+        const Index kend = options_.causal ? r0 + n : dims.length;
+        auto S = scores(plan, q, k, valid, r0, n, kend, sc);
+        sc.row_max = S.col(0);
+        for (Index j = 1; j < kend; ++j) sc.row_max = sc.row_max.cwiseMax(S.col(j));
+        // Queries without any key (or padded) get the shift +∞: their row becomes 0.
+        for (Index i = 0; i < n; ++i)
+          if (sc.row_max(i) == -inf || (valid && !valid[r0 + i])) sc.row_max(i) = inf;
+        sc.row_sum.setZero(n);
+        exponentiate(S, sc.row_max, valid, r0, &sc.row_sum);
+        out.middleRows(r0, n).noalias() = S * v.topRows(kend);
+        for (Index i = 0; i < n; ++i) {
+          const Scalar l = sc.row_sum(i);
+          if (l > 0) {
+            out.row(r0 + i) /= l;
+            lse(r0 + i) = sc.row_max(i) + std::log(l);
+          } else {
+            out.row(r0 + i).setZero();
+            lse(r0 + i) = inf;
+          }
+        }
+      }
+    });
+    ws.saved_dims_ = dims;
+    ws.saved_masked_ = mask != nullptr;
+    ws.saved_valid_ = true;
+  }
+
+  void backward_impl(const ConstRef& Q, const ConstRef& K, const ConstRef& V, Index batch,
+                     const PaddingMask* mask, const ConstRef& Out, const ConstRef& dOut,
+                     Gradients& grads, Workspace& ws) const {
+    const std::string where = "coulomb::SoftmaxAttention::backward";
+    const auto dims =
+        detail::check_attention_inputs<Scalar>(where, Q, K, V, batch, mask, num_heads(), 0);
+    detail::check_attention_outputs<Scalar>(where, dims, Out, dOut);
+    detail::require(
+        ws.saved_valid_ && ws.saved_dims_ == dims && ws.saved_masked_ == (mask != nullptr), where,
+        "argument 'ws' holds no forward pass of these inputs; call forward(Q, K, V, ...) with "
+        "the same workspace first");
+    const Plan plan = make_plan(where, dims);
+    prepare(ws, plan);
+    grads.dQ.resize(Q.rows(), Q.cols());
+    grads.dK.setZero(K.rows(), K.cols());
+    grads.dV.setZero(V.rows(), V.cols());
+    grads.dOmega.clear();
+    const auto P = static_cast<std::size_t>(plan.parts);
+    if (plan.parts > 1 && ws.part_dk_.size() < P) {
+      ws.part_dk_.resize(P);
+      ws.part_dv_.resize(P);
+    }
+    auto run_task = [&](Index t, Index part, int thread) {
+      const Index b = t / dims.heads;
+      const Index h = t % dims.heads;
+      const Index row0 = b * dims.length;
+      const auto q = Q.block(row0, h * dims.dk, dims.length, dims.dk);
+      const auto k = K.block(row0, h * dims.dk, dims.length, dims.dk);
+      const auto v = V.block(row0, h * dims.dv, dims.length, dims.dv);
+      const auto out = Out.block(row0, h * dims.dv, dims.length, dims.dv);
+      const auto dout = dOut.block(row0, h * dims.dv, dims.length, dims.dv);
+      auto dq = grads.dQ.block(row0, h * dims.dk, dims.length, dims.dk);
+      const bool* valid = mask ? mask->data() + b * dims.length : nullptr;
+      auto& sc = ws.scratch_[static_cast<std::size_t>(thread)];
+      const auto lse = ws.lse_.col(t);
+      // dK and dV: the gradient blocks themselves, or the part's own sums (reduced later).
+      const bool own = plan.parts > 1;
+      if (own) {
+        ws.part_dk_[static_cast<std::size_t>(part)].setZero(dims.length, dims.dk);
+        ws.part_dv_[static_cast<std::size_t>(part)].setZero(dims.length, dims.dv);
+      }
+      auto dk_all = grads.dK.block(row0, h * dims.dk, dims.length, dims.dk);
+      auto dv_all = grads.dV.block(row0, h * dims.dv, dims.length, dims.dv);
+      for (Index qb = part; qb < plan.blocks; qb += plan.parts) {
+        const Index r0 = qb * plan.block;
+        const Index n = std::min(plan.block, dims.length - r0);
+        const Index kend = options_.causal ? r0 + n : dims.length;
+        auto S = scores(plan, q, k, valid, r0, n, kend, sc);
+        exponentiate(S, lse.segment(r0, n), valid, r0, nullptr);
+        auto dP = sc.dp.topLeftCorner(n, kend);
+        dP.noalias() = dout.middleRows(r0, n) * v.topRows(kend).transpose();
+        sc.delta = dout.middleRows(r0, n).cwiseProduct(out.middleRows(r0, n)).rowwise().sum();
+        for (Index j = 0; j < kend; ++j)
+          dP.col(j).array() = S.col(j).array() * (dP.col(j).array() - sc.delta.array());
+        dq.middleRows(r0, n).noalias() = plan.s2 * dP * k.topRows(kend);
+        if (own) {
+          ws.part_dk_[static_cast<std::size_t>(part)].topRows(kend).noalias() +=
+              plan.s2 * dP.transpose() * q.middleRows(r0, n);
+          ws.part_dv_[static_cast<std::size_t>(part)].topRows(kend).noalias() +=
+              S.transpose() * dout.middleRows(r0, n);
+        } else {
+          dk_all.topRows(kend).noalias() += plan.s2 * dP.transpose() * q.middleRows(r0, n);
+          dv_all.topRows(kend).noalias() += S.transpose() * dout.middleRows(r0, n);
+        }
+      }
+    };
+    if (plan.parts == 1) {
+      detail::parallel_for(dims.tasks(), plan.threads,
+                           [&](Index t, int thread) { run_task(t, 0, thread); });
+    } else {
+      for (Index t = 0; t < dims.tasks(); ++t) {
+        detail::parallel_for(plan.parts, plan.threads,
+                             [&](Index part, int thread) { run_task(t, part, thread); });
+        const Index row0 = (t / dims.heads) * dims.length;
+        const Index h = t % dims.heads;
+        auto dk_all = grads.dK.block(row0, h * dims.dk, dims.length, dims.dk);
+        auto dv_all = grads.dV.block(row0, h * dims.dv, dims.length, dims.dv);
+        for (std::size_t p = 0; p < P; ++p) {
+          dk_all += ws.part_dk_[p];
+          dv_all += ws.part_dv_[p];
+        }
+      }
+    }
+  }
+
+  AttentionOptions options_;
+};
+
+}  // namespace coulomb
