@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""PyTorch peer of bench_attention: the same FAVOR+ linear attention maths and exact softmax
+attention on the CPU, forward and forward+backward, for the same shapes (one sequence, H heads
+of width d = 64, m = 256 features, float32), timed in PyTorch's best CPU configuration.
+
+    MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 \\
+        /usr/bin/python3 bench/torch_peer.py --threads 1 2 --json torch.json
+
+Configuration (printed with the results): one process per thread count, with OMP_NUM_THREADS,
+OPENBLAS_NUM_THREADS and MKL_NUM_THREADS set to that count before torch is imported,
+torch.set_num_threads(T) and one inter-op thread; glibc's allocator told never to return
+memory to the system (the MALLOC_* variables above, which the script sets for its children if
+they are missing); torch.inference_mode() for forward-only runs; for softmax attention the
+faster of torch's fused scaled_dot_product_attention (F._scaled_dot_product_attention in
+torch 1.13, F.scaled_dot_product_attention from 2.0) and the explicit softmax(QKᵀ/√d)V.
+
+The FAVOR+ maths is coulomb's: x = d^{-1/4} q, φ(x) = m^{-1/2} exp(Ωx − shift), with the
+per-row shift max_j ω_jᵀx for queries (the −‖x‖²/2 term cancels in it) and one shift over all
+keys for keys (max_{i,j} ω_jᵀx_i − ‖x_i‖²/2), out = φ(Q)[φ(K)ᵀV] / φ(Q)[φ(K)ᵀ1]. The shifts
+are detached (they cancel in the ratio, as in coulomb's backward), and the backward computes
+gradients for Q, K, V and Ω with autograd.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+D_HEAD = 64
+M = 256
+
+
+def run_one(threads, lengths, heads_list, repeats, min_time):
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+    gen = torch.Generator().manual_seed(1)
+    sdpa = getattr(F, "scaled_dot_product_attention", None)
+    sdpa_private = sdpa is None and hasattr(F, "_scaled_dot_product_attention")
+    if sdpa is None:
+        sdpa = getattr(F, "_scaled_dot_product_attention", None)
+
+    def favor(q, k, v, omega):
+        s = D_HEAD ** -0.25
+        xq, xk = s * q, s * k
+        zq = xq @ omega.t()  # H × L × m
+        zk = xk @ omega.t()
+        c = M ** -0.5
+        phi_q = c * torch.exp(zq - zq.amax(dim=-1, keepdim=True).detach())
+        ek = zk - 0.5 * (xk * xk).sum(dim=-1, keepdim=True)
+        phi_k = c * torch.exp(ek - ek.amax(dim=(-2, -1), keepdim=True).detach())
+        kv = phi_k.transpose(-2, -1) @ v  # H × m × d
+        z = phi_k.sum(dim=-2)  # H × m
+        num = phi_q @ kv
+        den = (phi_q @ z.unsqueeze(-1))
+        return num / den
+
+    def softmax_explicit(q, k, v):
+        scores = (q @ k.transpose(-2, -1)) * (D_HEAD ** -0.5)
+        return torch.softmax(scores, dim=-1) @ v
+
+    def softmax_fused(q, k, v):
+        if sdpa_private:
+            return sdpa(q, k, v, None, 0.0, False, False)[0]
+        return sdpa(q, k, v)
+
+    def timeit(fn):
+        fn()  # warm-up (allocations, thread pool)
+        fn()
+        times = []
+        start = time.perf_counter()
+        while len(times) < repeats or (time.perf_counter() - start < min_time and len(times) < 50):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times) * 1e3, len(times)
+
+    records = []
+    for heads in heads_list:
+        for L in lengths:
+            q = torch.randn(heads, L, D_HEAD, generator=gen)
+            k = torch.randn(heads, L, D_HEAD, generator=gen)
+            v = torch.randn(heads, L, D_HEAD, generator=gen)
+            g = torch.randn(heads, L, D_HEAD, generator=gen)
+            omega = torch.randn(M, D_HEAD, generator=gen)
+
+            def linear_fwd():
+                with torch.inference_mode():
+                    favor(q, k, v, omega)
+
+            def linear_fwd_bwd():
+                qq, kk, vv, oo = (t.detach().requires_grad_() for t in (q, k, v, omega))
+                favor(qq, kk, vv, oo).backward(g)
+
+            candidates = {"explicit": softmax_explicit}
+            if sdpa is not None:
+                candidates["sdpa"] = softmax_fused
+
+            def soft_fwd(f):
+                def run():
+                    with torch.inference_mode():
+                        f(q, k, v)
+                return run
+
+            def soft_fwd_bwd(f):
+                def run():
+                    qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
+                    f(qq, kk, vv).backward(g)
+                return run
+
+            for name, fn in (("forward", linear_fwd), ("forward_backward", linear_fwd_bwd)):
+                ms, n = timeit(fn)
+                records.append(dict(impl="torch_linear", variant="favor+", pass_=name, L=L,
+                                    heads=heads, threads=threads, median_ms=ms, samples=n))
+            for pass_name, wrap in (("forward", soft_fwd), ("forward_backward", soft_fwd_bwd)):
+                best = None
+                for variant, f in candidates.items():
+                    ms, n = timeit(wrap(f))
+                    if best is None or ms < best[1]:
+                        best = (variant, ms, n)
+                records.append(dict(impl="torch_softmax", variant=best[0], pass_=pass_name, L=L,
+                                    heads=heads, threads=threads, median_ms=best[1],
+                                    samples=best[2]))
+            print(f"# threads {threads} heads {heads} L {L} done", file=sys.stderr, flush=True)
+    info = dict(torch=torch.__version__, threads=threads,
+                parallel=torch.__config__.parallel_info().splitlines()[1:4],
+                sdpa=("F.scaled_dot_product_attention" if not sdpa_private else
+                      "F._scaled_dot_product_attention") if sdpa is not None else "none",
+                malloc_mmap_max=os.environ.get("MALLOC_MMAP_MAX_"),
+                malloc_trim_threshold=os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+    return dict(config=info, records=records)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--lengths", type=int, nargs="+", default=[256, 1024, 4096, 16384])
+    ap.add_argument("--heads", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--repeats", type=int, default=5, help="at least this many timed runs")
+    ap.add_argument("--min-time", type=float, default=1.0, help="seconds per measurement")
+    ap.add_argument("--json", help="write the results here (default: stdout)")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+
+    if args.child:
+        out = run_one(args.threads[0], args.lengths, args.heads, args.repeats, args.min_time)
+        json.dump(out, sys.stdout)
+        return 0
+
+    results = []
+    for t in args.threads:
+        env = dict(os.environ)
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = str(t)
+        env.setdefault("MALLOC_MMAP_MAX_", "0")
+        env.setdefault("MALLOC_TRIM_THRESHOLD_", "68719476736")
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", "--threads", str(t),
+               "--repeats", str(args.repeats), "--min-time", str(args.min_time),
+               "--lengths", *map(str, args.lengths), "--heads", *map(str, args.heads)]
+        res = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True)
+        results.append(json.loads(res.stdout))
+    merged = dict(configs=[r["config"] for r in results],
+                  date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                  load=os.getloadavg(),
+                  records=[rec for r in results for rec in r["records"]])
+    text = json.dumps(merged, indent=1)
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(text)
+    else:
+        print(text)
+    print("| impl | pass | L | heads | threads | median (ms) | variant |", file=sys.stderr)
+    print("|---|---|---:|---:|---:|---:|---|", file=sys.stderr)
+    for r in merged["records"]:
+        print(f"| {r['impl']} | {r['pass_']} | {r['L']} | {r['heads']} | {r['threads']} | "
+              f"{r['median_ms']:.2f} | {r['variant']} |", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
