@@ -145,12 +145,16 @@ class LinearAttentionWorkspace {
   std::vector<detail::LinearScratch<Scalar>> scratch_;
   std::vector<detail::KeyState<Scalar>> saved_;     // per task: non-causal key sums
   std::vector<detail::KeyState<Scalar>> parts_;     // per part: local key sums
+  std::vector<detail::KeyState<Scalar>> pieces_;    // key sums of the pieces of the parts
   std::vector<detail::KeyState<Scalar>> incoming_;  // per part: key sums of the earlier parts
   std::vector<Matrix<Scalar>> part_grad_;           // per part: gradient sums
   std::vector<Matrix<Scalar>> part_grad_in_;        // per part: gradient sums of later parts
   std::vector<Scalar> part_ref_;                    // reference shift of part_grad_
   std::vector<Scalar> part_ref_in_;                 // reference shift of part_grad_in_
   std::vector<char> part_has_in_;
+  std::vector<Matrix<Scalar>> piece_grad_;  // gradient sums of the pieces of the parts
+  std::vector<Scalar> piece_ref_;
+  std::vector<char> piece_has_;
   Matrix<Scalar> inv_den_;      // L × tasks (causal backward): 1 / denominators
   Matrix<Scalar> rfac_;         // L × tasks (causal backward): r_i
   Matrix<Scalar> block_shift_;  // (blocks + 1) × tasks (causal backward): state shift entering
@@ -531,22 +535,31 @@ class LinearAttention {
       detail::parallel_for(plan.parts, plan.threads, part_body);
   }
 
-  /// Key sums that enter each part: incoming_[p] = ⊕ of the parts before p (parts_ local).
-  void prefix_key_states(const Task& tk, const Plan& plan, Workspace& ws, int thread) const {
+  /// Blocks [c0, c1) of piece q (of `pieces`) of part p: the parts' blocks split evenly.
+  std::pair<Index, Index> piece_range(const Plan& plan, Index p, Index q, Index pieces) const {
+    const Index b0 = plan.part_begin(p);
+    const Index len = plan.part_begin(p + 1) - b0;
+    return {b0 + q * len / pieces, b0 + (q + 1) * len / pieces};
+  }
+
+  /// Key sums that enter each part: incoming_[p] = ⊕ of the parts before p. The key sums of
+  /// parts 0 … P−2 are split into P pieces each, so that all threads share the work.
+  void prefix_key_states(const Task& tk, const Plan& plan, Workspace& ws) const {
+    const Index P = plan.parts;
     const Index cols = plan.dims.dv + 1;
-    run_parts(plan, thread, [&](Index p, int th) {
-      auto& local = ws.parts_[static_cast<std::size_t>(p)];
+    const auto items = static_cast<std::size_t>((P - 1) * P);
+    if (ws.pieces_.size() < items) ws.pieces_.resize(items);
+    detail::parallel_for((P - 1) * P, plan.threads, [&](Index i, int th) {
+      auto& local = ws.pieces_[static_cast<std::size_t>(i)];
       local.clear(plan.D, cols);
-      if (p + 1 < plan.parts)
-        accumulate_keys(tk, plan, plan.part_begin(p), plan.part_begin(p + 1),
-                        ws.scratch_[static_cast<std::size_t>(th)], local);
+      const auto [c0, c1] = piece_range(plan, i / P, i % P, P);
+      accumulate_keys(tk, plan, c0, c1, ws.scratch_[static_cast<std::size_t>(th)], local);
     });
-    KeyState& running = ws.incoming_[0];
-    running.clear(plan.D, cols);
-    for (Index p = 1; p < plan.parts; ++p) {
+    ws.incoming_[0].clear(plan.D, cols);
+    for (Index p = 1; p < P; ++p) {
       auto& in = ws.incoming_[static_cast<std::size_t>(p)];
       in = ws.incoming_[static_cast<std::size_t>(p - 1)];
-      in.merge(ws.parts_[static_cast<std::size_t>(p - 1)]);
+      for (Index q = 0; q < P; ++q) in.merge(ws.pieces_[static_cast<std::size_t>((p - 1) * P + q)]);
     }
   }
 
@@ -705,7 +718,7 @@ class LinearAttention {
   void causal_forward_task(const Task& tk, const Plan& plan, Workspace& ws, int thread,
                            OutBlock& out) const {
     const Index dv = plan.dims.dv;
-    if (plan.parts > 1) prefix_key_states(tk, plan, ws, thread);
+    if (plan.parts > 1) prefix_key_states(tk, plan, ws);
     run_parts(plan, thread, [&](Index p, int th) {
       Scratch& sc = ws.scratch_[static_cast<std::size_t>(th)];
       KeyState& st = sc.state;
@@ -848,7 +861,7 @@ class LinearAttention {
     // Sweep A, forward in the blocks: recompute the running state Sz (shift B) and the
     // outputs' denominators; dΦ_Q = diag(r) [dnum, dden] Szᵀ + W Φ_K with
     // W = lower([dnum, dden] [V, 1]ᵀ) ⊙ E.
-    if (plan.parts > 1) prefix_key_states(tk, plan, ws, thread);
+    if (plan.parts > 1) prefix_key_states(tk, plan, ws);
     run_parts(plan, thread, [&](Index p, int th) {
       Scratch& sc = ws.scratch_[static_cast<std::size_t>(th)];
       KeyState& st = sc.state;
@@ -880,17 +893,25 @@ class LinearAttention {
       }
     });
 
-    // The gradient of the state from the queries after each part (parts > 1): every part
-    // sums its blocks' Φ_Qᵀ diag(r) [dnum, dden] (reference shifts as in sweep B), then
-    // suffix sums give what enters each part from the parts after it.
+    // The gradient of the state from the queries after each part (parts > 1): parts 1 … P−1
+    // are split into P pieces each; every piece sums its blocks' Φ_Qᵀ diag(r) [dnum, dden]
+    // (reference shifts as in sweep B), the pieces give each part's sum, then suffix sums
+    // give what enters each part from the parts after it.
     if (plan.parts > 1) {
-      detail::parallel_for(plan.parts, plan.threads, [&](Index p, int th) {
-        if (p == 0) return;
+      const Index P = plan.parts;
+      const auto items = static_cast<std::size_t>((P - 1) * P);
+      if (ws.piece_grad_.size() < items) {
+        ws.piece_grad_.resize(items);
+        ws.piece_ref_.resize(items);
+        ws.piece_has_.resize(items);
+      }
+      detail::parallel_for((P - 1) * P, plan.threads, [&](Index i, int th) {
         Scratch& sc = ws.scratch_[static_cast<std::size_t>(th)];
-        MatrixType& acc = ws.part_grad_[static_cast<std::size_t>(p)];
+        const auto ui = static_cast<std::size_t>(i);
         Scalar ref = neg_inf;
         bool has = false;
-        for (Index c = plan.part_begin(p + 1) - 1; c >= plan.part_begin(p); --c) {
+        const auto [c0, c1] = piece_range(plan, 1 + i / P, i % P, P);
+        for (Index c = c1 - 1; c >= c0; --c) {
           const Index r0 = c * plan.block;
           const Index n = plan.rows(c);
           Buffers& buf = buffers(sc, plan, n);
@@ -898,10 +919,29 @@ class LinearAttention {
           buf.inv_den = inv_den.segment(r0, n);
           buf.rfac = rfac.segment(r0, n);
           output_gradients(G.middleRows(r0, n), out.middleRows(r0, n), buf);
-          accumulate_state_gradient(buf, block_shift(c), acc, ref, has);
+          accumulate_state_gradient(buf, block_shift(c), ws.piece_grad_[ui], ref, has);
+        }
+        ws.piece_ref_[ui] = ref;
+        ws.piece_has_[ui] = has ? 1 : 0;
+      });
+      for (Index p = 1; p < P; ++p) {
+        MatrixType& acc = ws.part_grad_[static_cast<std::size_t>(p)];
+        Scalar ref = neg_inf;
+        bool has = false;
+        for (Index q = P - 1; q >= 0; --q) {
+          const auto ui = static_cast<std::size_t>((p - 1) * P + q);
+          if (!ws.piece_has_[ui]) continue;
+          if (has) {
+            acc *= detail::exp_difference(ws.piece_ref_[ui], ref);
+            acc += ws.piece_grad_[ui];
+          } else {
+            acc = ws.piece_grad_[ui];
+            has = true;
+          }
+          ref = ws.piece_ref_[ui];
         }
         ws.part_ref_[static_cast<std::size_t>(p)] = ref;
-      });
+      }
       ws.part_has_in_[static_cast<std::size_t>(plan.parts - 1)] = 0;
       for (Index p = plan.parts - 2; p >= 0; --p) {
         const auto up = static_cast<std::size_t>(p);
