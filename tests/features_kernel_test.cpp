@@ -65,8 +65,7 @@ TEMPLATE_PRODUCT_TEST_CASE(
   // Var/m exactly: the least-squares slope of log MSE against log m is −1.
   using Map = typename TestType::Map;
   static_assert(coulomb::KernelFeatureMap<Map>);
-  coulomb::Rng rng =
-      coulomb_test::test_rng(std::string("ConvergesAsOneOverM/") + coulomb_test::label<TestType>());
+  coulomb::Rng rng = coulomb_test::test_rng(coulomb_test::label<TestType>("ConvergesAsOneOverM/"));
   const Mat<double> X = coulomb_test::rows_with_norms(kPoints, kDim, kNormLo, kNormHi, rng);
   const Mat<double> Y = coulomb_test::rows_with_norms(kPoints, kDim, kNormLo, kNormHi, rng);
 
@@ -104,8 +103,7 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_KernelEstimateIsUnbiased", "[features][ke
   //   exponential estimators are skewed, log-normal-like, so the per-pair t-statistics have a
   //   heavier tail than a normal one: measured maxima over 36 pairs reach ~5 in rare seeds.)
   using Map = typename TestType::Map;
-  coulomb::Rng rng =
-      coulomb_test::test_rng(std::string("IsUnbiased/") + coulomb_test::label<TestType>());
+  coulomb::Rng rng = coulomb_test::test_rng(coulomb_test::label<TestType>("IsUnbiased/"));
   const Index n = 6;
   const Index m = 64;
   const int redraws = 1000;
@@ -153,8 +151,7 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_OrthogonalDrawsConverge", "[features][ker
                            (double)) {
   // Orthogonal blocks (chi norms) are still unbiased and converge, at least as fast as 1/m:
   // from m = 64 to m = 4096 the MSE falls by far more than 20.
-  coulomb::Rng rng =
-      coulomb_test::test_rng(std::string("OrthogonalConverge/") + coulomb_test::label<TestType>());
+  coulomb::Rng rng = coulomb_test::test_rng(coulomb_test::label<TestType>("OrthogonalConverge/"));
   const Mat<double> X = coulomb_test::rows_with_norms(kPoints, kDim, kNormLo, kNormHi, rng);
   const Mat<double> Y = coulomb_test::rows_with_norms(kPoints, kDim, kNormLo, kNormHi, rng);
   const double mse_64 = mean_mse<TestType>(64, Draw::orthogonal_chi, 64, X, Y, rng);
@@ -202,8 +199,7 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_OrthogonalBeatsIid", "[features][kernel][
   // ratio orthogonal/iid ≈ 0.78 for FavorPlus and PorfExp, z ≈ 8–12; ≈ 0.2 for
   // FavorHyperbolic and ≈ 0.08 for RffCosSin. Larger norms make the exp estimators
   // heavy-tailed and the comparison noisy.)
-  coulomb::Rng rng =
-      coulomb_test::test_rng(std::string("OrthogonalBeatsIid/") + coulomb_test::label<TestType>());
+  coulomb::Rng rng = coulomb_test::test_rng(coulomb_test::label<TestType>("OrthogonalBeatsIid/"));
   const Index d = 32;
   const Index m = 64;
   const int redraws = 400;
@@ -233,9 +229,8 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_FloatKernelErrorMatchesDouble",
   // adds only ~eps_float relative error to each estimate, far below the sampling error.
   using FloatMap = typename TestType::Map;
   using DoubleCase = typename TestType::template rebind<double>;
-  const std::uint64_t seed =
-      coulomb_test::base_seed() ^
-      coulomb_test::fnv1a(std::string("FloatKernel/") + coulomb_test::label<TestType>());
+  const std::uint64_t seed = coulomb_test::base_seed() ^
+                             coulomb_test::fnv1a(coulomb_test::label<TestType>("FloatKernel/"));
   coulomb::Rng rng(seed);
   const Mat<double> X = coulomb_test::rows_with_norms(kPoints, kDim, kNormLo, kNormHi, rng);
   const Mat<double> Y = coulomb_test::rows_with_norms(kPoints, kDim, kNormLo, kNormHi, rng);

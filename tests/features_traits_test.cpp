@@ -94,16 +94,60 @@ static_assert(!FeatureMap<int>);
 static_assert(!FeatureMap<NotAMap>);
 static_assert(!FeatureMap<coulomb::Matrix<double>>);
 
-// A user-defined map satisfies the concept by providing the members and the static flags.
-struct UserMap {
+// A user-defined map satisfies the concept by providing the members; the flags it declares
+// are read by feature_map_traits, and the ones it does not declare read as false (1 for
+// outputs_per_particle) instead of failing to compile.
+struct UserMapNoFlags {
   using Scalar = double;
   using MatrixType = coulomb::Matrix<double>;
   using VectorType = coulomb::Vector<double>;
+  Index input_dim() const { return 1; }
+  Index num_particles() const { return 1; }
+  Index output_dim() const { return 1; }
+  const MatrixType& omega() const { return omega_; }
+  void set_omega(const MatrixType& o) { omega_ = o; }
+  void map(const MatrixType&, MatrixType&, coulomb::Stabilizer) const {}
+  void map(const MatrixType&, MatrixType&, coulomb::Stabilizer, VectorType&) const {}
+  MatrixType map(const MatrixType& x) const { return x; }
+  void backward_input(const MatrixType&, const MatrixType&, const MatrixType&, MatrixType&) const {}
+  void backward_params(const MatrixType&, const MatrixType&, const MatrixType&, MatrixType&) const {
+  }
+  void backward(const MatrixType&, const MatrixType&, const MatrixType&, MatrixType&,
+                MatrixType&) const {}
+  void redraw(coulomb::Rng&) {}
+  MatrixType omega_;
+};
+static_assert(FeatureMap<UserMapNoFlags>);
+static_assert(traits_are<UserMapNoFlags, false, false, false, false, 1>());
+
+struct UserMap : UserMapNoFlags {
   static constexpr bool is_positive = true;
   static constexpr bool has_closed_form_kernel = false;
   static constexpr bool has_phases = false;
-  static constexpr bool is_stabilizable = false;
-  static constexpr Index outputs_per_particle = 1;
+  static constexpr bool is_stabilizable = true;
+  static constexpr Index outputs_per_particle = 2;
+};
+static_assert(FeatureMap<UserMap>);
+static_assert(traits_are<UserMap, true, false, false, true, 2>());
+static_assert(!KernelFeatureMap<UserMap>);
+
+// The closed-form flag alone does not make a KernelFeatureMap: exact_kernel must exist too.
+struct UserMapClaimsKernel : UserMapNoFlags {
+  static constexpr bool has_closed_form_kernel = true;
+};
+static_assert(FeatureMap<UserMapClaimsKernel> && !KernelFeatureMap<UserMapClaimsKernel>);
+struct UserKernelMap : UserMapClaimsKernel {
+  MatrixType exact_kernel(const MatrixType& x, const MatrixType& y) const {
+    return x * y.transpose();
+  }
+};
+static_assert(KernelFeatureMap<UserKernelMap>);
+
+// Without the combined backward the type is not a feature map.
+struct UserMapNoBackward {
+  using Scalar = double;
+  using MatrixType = coulomb::Matrix<double>;
+  using VectorType = coulomb::Vector<double>;
   Index input_dim() const { return 1; }
   Index num_particles() const { return 1; }
   Index output_dim() const { return 1; }
@@ -118,8 +162,7 @@ struct UserMap {
   void redraw(coulomb::Rng&) {}
   MatrixType omega_;
 };
-static_assert(FeatureMap<UserMap>);
-static_assert(!KernelFeatureMap<UserMap>);
+static_assert(!FeatureMap<UserMapNoBackward>);
 
 // Rng and the scalar restriction.
 static_assert(coulomb::RealScalar<float> && coulomb::RealScalar<double>);

@@ -323,11 +323,13 @@ struct SoftmaxFeatSeparate {
 
 }  // namespace cases
 
-/// Name of a case for messages and per-test seeds: the map's name(), plus ε for PORF-relu.
+/// Name of a case for messages and per-test seeds: `prefix`, the map's name(), plus ε for
+/// PORF-relu. (Built with a stream: GCC 12 gives a bogus -Warray-bounds for some
+/// std::string + std::string at -O3.)
 template <typename Case>
-std::string label() {
+std::string label(std::string_view prefix = {}) {
   std::ostringstream text;
-  text << Case::Map::name();
+  text << prefix << Case::Map::name();
   if constexpr (requires { Case::epsilon; }) text << " (epsilon " << Case::epsilon << ")";
   return text.str();
 }

@@ -47,20 +47,49 @@ inline const char* to_string(Stabilizer s) noexcept {
   return "unknown";
 }
 
+namespace detail {
+// A capability flag a map type declares as a static constant, or `fallback` when it does not
+// (so that a map missing a flag gives a readable concept failure, never a hard error).
+#define COULOMB_DETAIL_FLAG(flag, type, fallback) \
+  template <typename Map>                         \
+  constexpr type flag##_of() {                    \
+    if constexpr (requires { Map::flag; })        \
+      return static_cast<type>(Map::flag);        \
+    else                                          \
+      return fallback;                            \
+  }
+COULOMB_DETAIL_FLAG(is_positive, bool, false)
+COULOMB_DETAIL_FLAG(has_closed_form_kernel, bool, false)
+COULOMB_DETAIL_FLAG(has_phases, bool, false)
+COULOMB_DETAIL_FLAG(is_stabilizable, bool, false)
+COULOMB_DETAIL_FLAG(outputs_per_particle, Index, 1)
+#undef COULOMB_DETAIL_FLAG
+}  // namespace detail
+
 /// Capability flags of a feature map type. The primary template reads the static constants
-/// every coulomb map declares; a user map may declare them too, or specialize this template.
+/// every coulomb map declares; a flag a map does not declare reads as false (and
+/// outputs_per_particle as 1). A user map may declare them, or specialize this template.
 template <typename Map>
 struct feature_map_traits {
   /// Every feature is >= 0 (the map can feed linear attention's denominator).
-  static constexpr bool is_positive = Map::is_positive;
+  static constexpr bool is_positive = detail::is_positive_of<Map>();
   /// exact_kernel(X, Y) exists: the map is an unbiased estimator of a closed-form kernel.
-  static constexpr bool has_closed_form_kernel = Map::has_closed_form_kernel;
+  static constexpr bool has_closed_form_kernel = detail::has_closed_form_kernel_of<Map>();
   /// The map has random phases b (readable and writable with phases()/set_phases()).
-  static constexpr bool has_phases = Map::has_phases;
+  static constexpr bool has_phases = detail::has_phases_of<Map>();
   /// The features are exponentials and honour the Stabilizer argument.
-  static constexpr bool is_stabilizable = Map::is_stabilizable;
+  static constexpr bool is_stabilizable = detail::is_stabilizable_of<Map>();
   /// Output columns per particle: D = outputs_per_particle · m.
-  static constexpr Index outputs_per_particle = Map::outputs_per_particle;
+  static constexpr Index outputs_per_particle = detail::outputs_per_particle_of<Map>();
+};
+
+/// Scratch memory of the backward passes: ∂L/∂(XΩᵀ), n×m. Passing the same workspace to
+/// repeated backward calls makes them allocate nothing once it has grown to the largest n
+/// (an n×m buffer per call would otherwise be allocated and first touched every time). One
+/// workspace per thread.
+template <typename Scalar>
+struct BackwardWorkspace {
+  Matrix<Scalar> dZ;  ///< ∂L/∂Z for the last call
 };
 
 /// The duck type every feature map satisfies (docs/feature_maps.md). With
@@ -68,9 +97,10 @@ struct feature_map_traits {
 /// - `input_dim()`, `num_particles()`, `output_dim()`;
 /// - `omega()` → const M& (m×d), `set_omega(M)`;
 /// - `map(X, Phi, Stabilizer)`, `map(X, Phi, Stabilizer, log_scale)`, `map(X)`;
-/// - `backward_input(X, Phi, dPhi, dX)` and `backward_params(X, Phi, dPhi, dOmega)`, where Phi
-///   is the output of `map(X, Phi, s)` and dPhi = ∂L/∂Phi: dX = ∂L/∂X, dOmega = ∂L/∂Ω, with
-///   the stabilizer shift held constant (it cancels in attention);
+/// - `backward_input(X, Phi, dPhi, dX)`, `backward_params(X, Phi, dPhi, dOmega)` and both at
+///   once `backward(X, Phi, dPhi, dX, dOmega)`, where Phi is the output of `map(X, Phi, s)`
+///   and dPhi = ∂L/∂Phi: dX = ∂L/∂X, dOmega = ∂L/∂Ω, with the stabilizer shift held constant
+///   (it cancels in attention);
 /// - `redraw(rng)`.
 template <typename Map>
 concept FeatureMap = requires(const Map& cmap, Map& map, const typename Map::MatrixType& x,
@@ -89,16 +119,17 @@ concept FeatureMap = requires(const Map& cmap, Map& map, const typename Map::Mat
   { cmap.map(x) } -> std::convertible_to<typename Map::MatrixType>;
   cmap.backward_input(x, x, x, out);
   cmap.backward_params(x, x, x, out);
+  cmap.backward(x, x, x, out, out);
   map.redraw(rng);
-  { feature_map_traits<Map>::is_positive } -> std::convertible_to<bool>;
-  { feature_map_traits<Map>::has_closed_form_kernel } -> std::convertible_to<bool>;
-  { feature_map_traits<Map>::has_phases } -> std::convertible_to<bool>;
-  { feature_map_traits<Map>::is_stabilizable } -> std::convertible_to<bool>;
 };
 
-/// A feature map whose expectation is a closed-form kernel: `exact_kernel(X, Y)` exists.
+/// A feature map whose expectation is a closed-form kernel: the has_closed_form_kernel flag is
+/// set and `exact_kernel(X, Y)` (n_x × n_y) exists.
 template <typename Map>
-concept KernelFeatureMap = FeatureMap<Map> && feature_map_traits<Map>::has_closed_form_kernel;
+concept KernelFeatureMap = FeatureMap<Map> && feature_map_traits<Map>::has_closed_form_kernel &&
+    requires(const Map& cmap, const typename Map::MatrixType& x) {
+  { cmap.exact_kernel(x, x) } -> std::convertible_to<typename Map::MatrixType>;
+};
 
 /// Compile-time check with a message that names the documentation page.
 #define COULOMB_ASSERT_FEATURE_MAP(Type)                                               \
@@ -142,7 +173,9 @@ class FeatureMapBase {
     static_assert(std::is_same_v<typename D::Scalar, Scalar>,
                   "set_omega: the matrix scalar type must match the feature map's");
     check_omega(omega, "set_omega");
-    detail::require_cols(omega, input_dim(), name_of("set_omega"), "omega");
+    detail::require(omega.cols() == input_dim(), name_of("set_omega"),
+                    "argument 'omega' has " + std::to_string(omega.cols()) +
+                        " columns, expected input_dim() = " + std::to_string(input_dim()));
     if constexpr (Derived::has_phases) {
       detail::require(omega.rows() == num_particles(), name_of("set_omega"),
                       "argument 'omega' has " + std::to_string(omega.rows()) +
@@ -190,10 +223,18 @@ class FeatureMapBase {
   template <typename D>
   void backward_input(const Eigen::MatrixBase<D>& X, const MatrixType& Phi, const MatrixType& dPhi,
                       MatrixType& dX) const {
+    BackwardWorkspace<Scalar> workspace;
+    backward_input(X, Phi, dPhi, dX, workspace);
+  }
+
+  /// backward_input with caller-owned scratch memory: no allocation once `workspace` (and dX)
+  /// have the sizes of a previous call.
+  template <typename D>
+  void backward_input(const Eigen::MatrixBase<D>& X, const MatrixType& Phi, const MatrixType& dPhi,
+                      MatrixType& dX, BackwardWorkspace<Scalar>& workspace) const {
     check_backward(X, Phi, dPhi, "backward_input");
-    MatrixType dZ;
-    derived().backward_impl(X, Phi, dPhi, dZ);
-    dX.noalias() = dZ * omega_;
+    derived().backward_impl(X, Phi, dPhi, workspace.dZ);
+    dX.noalias() = workspace.dZ * omega_;
     derived().input_correction(X, Phi, dPhi, dX);
   }
 
@@ -201,22 +242,36 @@ class FeatureMapBase {
   template <typename D>
   void backward_params(const Eigen::MatrixBase<D>& X, const MatrixType& Phi, const MatrixType& dPhi,
                        MatrixType& dOmega) const {
+    BackwardWorkspace<Scalar> workspace;
+    backward_params(X, Phi, dPhi, dOmega, workspace);
+  }
+
+  /// backward_params with caller-owned scratch memory (see backward_input).
+  template <typename D>
+  void backward_params(const Eigen::MatrixBase<D>& X, const MatrixType& Phi, const MatrixType& dPhi,
+                       MatrixType& dOmega, BackwardWorkspace<Scalar>& workspace) const {
     check_backward(X, Phi, dPhi, "backward_params");
-    MatrixType dZ;
-    derived().backward_impl(X, Phi, dPhi, dZ);
-    dOmega.noalias() = dZ.transpose() * X;
+    derived().backward_impl(X, Phi, dPhi, workspace.dZ);
+    dOmega.noalias() = workspace.dZ.transpose() * X;
   }
 
   /// Both gradients at once (one shared ∂L/∂(XΩᵀ) instead of two): dX = ∂L/∂X, dOmega = ∂L/∂Ω.
   template <typename D>
   void backward(const Eigen::MatrixBase<D>& X, const MatrixType& Phi, const MatrixType& dPhi,
                 MatrixType& dX, MatrixType& dOmega) const {
+    BackwardWorkspace<Scalar> workspace;
+    backward(X, Phi, dPhi, dX, dOmega, workspace);
+  }
+
+  /// backward with caller-owned scratch memory (see backward_input).
+  template <typename D>
+  void backward(const Eigen::MatrixBase<D>& X, const MatrixType& Phi, const MatrixType& dPhi,
+                MatrixType& dX, MatrixType& dOmega, BackwardWorkspace<Scalar>& workspace) const {
     check_backward(X, Phi, dPhi, "backward");
-    MatrixType dZ;
-    derived().backward_impl(X, Phi, dPhi, dZ);
-    dX.noalias() = dZ * omega_;
+    derived().backward_impl(X, Phi, dPhi, workspace.dZ);
+    dX.noalias() = workspace.dZ * omega_;
     derived().input_correction(X, Phi, dPhi, dX);
-    dOmega.noalias() = dZ.transpose() * X;
+    dOmega.noalias() = workspace.dZ.transpose() * X;
   }
 
   /// Draws new particles (and phases) from `rng` with the map's Draw policy, keeping m and d.
@@ -256,6 +311,7 @@ class FeatureMapBase {
     check_omega(omega, "constructor");
     draw_ = draw;
     omega_ = omega;
+    derived().on_particles_changed();
   }
 
   // Defaults for the customization points.
@@ -309,17 +365,5 @@ class FeatureMapBase {
     if (!dPhi.allFinite()) detail::require_finite(dPhi, name_of(function), "dPhi");
   }
 };
-
-namespace detail {
-
-/// Row-wise maximum of the first `cols` columns of a column-major block, computed column by
-/// column so that every pass is a contiguous, vectorized read.
-template <typename Scalar, typename D>
-void rowwise_max(const Eigen::MatrixBase<D>& Z, Vector<Scalar>& out) {
-  out = Z.col(0);
-  for (Index j = 1; j < Z.cols(); ++j) out = out.cwiseMax(Z.col(j));
-}
-
-}  // namespace detail
 
 }  // namespace coulomb

@@ -12,10 +12,12 @@
 /// has no effect.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 
 #include <Eigen/Core>
 
+#include "detail_exp.hpp"
 #include "draw.hpp"
 #include "feature_map.hpp"
 
@@ -78,17 +80,27 @@ class SoftmaxFeatures : public FeatureMapBase<SoftmaxFeatures<ScalarT, Form>, Sc
     return Form == SoftmaxForm::symmetric_separate ? 0.70710678118654752440 : 1.0;
   }
 
-  /// In place: columns [begin, begin + count) of Phi hold exponents; replace them by
-  /// scale · softmax of each row over those columns, given the row maxima.
-  static void softmax_columns(MatrixType& Phi, Index begin, Index count, const VectorType& row_max,
-                              VectorType& row_sum, Scalar scale) {
-    row_sum.setZero(Phi.rows());
-    for (Index j = begin; j < begin + count; ++j) {
-      Phi.col(j).array() = (Phi.col(j).array() - row_max.array()).exp();
-      row_sum += Phi.col(j);
+  /// Rows [r0, r0 + rows) of columns [begin, begin + count) become
+  /// exp(sign·Z(:, j) − row_max), where Z is the projection block in the first m columns
+  /// (column j − begin of it), and row_sum their row sums. Reads Z before it writes column
+  /// j, so the positive group may overwrite Z in place.
+  static void softmax_group(MatrixType& Phi, Index r0, Index rows, Index begin, Index count,
+                            Scalar sign, const VectorType& row_max, VectorType& row_sum) {
+    row_sum.setZero(rows);
+    const auto max = row_max.head(rows).array();
+    for (Index j = 0; j < count; ++j) {
+      auto out = Phi.col(begin + j).segment(r0, rows).array();
+      out = (sign * Phi.col(j).segment(r0, rows).array() - max).exp();
+      row_sum += out.matrix();
     }
+  }
+
+  /// Rows [r0, r0 + rows) of columns [begin, begin + count) times scale / row_sum.
+  static void scale_group(MatrixType& Phi, Index r0, Index rows, Index begin, Index count,
+                          VectorType& row_sum, Scalar scale) {
     row_sum = scale * row_sum.cwiseInverse();
-    for (Index j = begin; j < begin + count; ++j) Phi.col(j).array() *= row_sum.array();
+    for (Index j = begin; j < begin + count; ++j)
+      Phi.col(j).segment(r0, rows).array() *= row_sum.array();
   }
 
   template <typename D>
@@ -99,37 +111,51 @@ class SoftmaxFeatures : public FeatureMapBase<SoftmaxFeatures<ScalarT, Form>, Sc
     Phi.resize(n, this->output_dim());
     if (log_scale) log_scale->setZero(n);
     if (n == 0) return;
+    // One GEMM, then every elementwise pass (row max, exp and row sum, normalization) on a
+    // block of rows that stays in cache. The negative group of the symmetric forms is written
+    // first, from Z, so that the positive group can then replace Z in place.
     Phi.leftCols(m).noalias() = X * this->omega_.transpose();
-    VectorType row_max;
-    VectorType row_sum;
+    const Index block = detail::exp_block_rows<Scalar>(Phi.cols());
     const Scalar scale = static_cast<Scalar>(group_scale());
-    if constexpr (Form == SoftmaxForm::plain) {
-      detail::rowwise_max<Scalar>(Phi.leftCols(m), row_max);
-      softmax_columns(Phi, 0, m, row_max, row_sum, scale);
-    } else {
-      for (Index j = 0; j < m; ++j) Phi.col(m + j) = -Phi.col(j);
-      if constexpr (Form == SoftmaxForm::symmetric_joint) {
-        detail::rowwise_max<Scalar>(Phi.leftCols(m).cwiseAbs(), row_max);
-        softmax_columns(Phi, 0, 2 * m, row_max, row_sum, scale);
+    VectorType row_max(block);
+    VectorType row_sum(block);
+    VectorType row_sum_neg(block);
+    for (Index r0 = 0; r0 < n; r0 += block) {
+      const Index rows = std::min(block, n - r0);
+      if constexpr (Form == SoftmaxForm::plain) {
+        detail::block_row_max(Phi, r0, rows, m, false, row_max.head(rows));
+        softmax_group(Phi, r0, rows, 0, m, Scalar(1), row_max, row_sum);
+        scale_group(Phi, r0, rows, 0, m, row_sum, scale);
+      } else if constexpr (Form == SoftmaxForm::symmetric_joint) {
+        // One softmax over [z, −z]: its maximum is max_j |z_j|.
+        detail::block_row_max(Phi, r0, rows, m, true, row_max.head(rows));
+        softmax_group(Phi, r0, rows, m, m, Scalar(-1), row_max, row_sum_neg);
+        softmax_group(Phi, r0, rows, 0, m, Scalar(1), row_max, row_sum);
+        row_sum += row_sum_neg;
+        scale_group(Phi, r0, rows, 0, 2 * m, row_sum, scale);
       } else {
-        detail::rowwise_max<Scalar>(Phi.leftCols(m), row_max);
-        softmax_columns(Phi, 0, m, row_max, row_sum, scale);
-        detail::rowwise_max<Scalar>(Phi.rightCols(m), row_max);
-        softmax_columns(Phi, m, m, row_max, row_sum, scale);
+        // Negative group first: max_j (−z_j) = −min_j z_j.
+        auto neg_max = row_max.head(rows);
+        neg_max = -Phi.col(0).segment(r0, rows);
+        for (Index j = 1; j < m; ++j) neg_max = neg_max.cwiseMax(-Phi.col(j).segment(r0, rows));
+        softmax_group(Phi, r0, rows, m, m, Scalar(-1), row_max, row_sum_neg);
+        scale_group(Phi, r0, rows, m, m, row_sum_neg, scale);
+        detail::block_row_max(Phi, r0, rows, m, false, row_max.head(rows));
+        softmax_group(Phi, r0, rows, 0, m, Scalar(1), row_max, row_sum);
+        scale_group(Phi, r0, rows, 0, m, row_sum, scale);
       }
     }
   }
 
   /// For one softmax group Φ = scale · softmax(u) over columns [begin, begin + count), with
-  /// g = ∂L/∂Φ: ∂L/∂u = scale · s ⊙ (g − ⟨g, s⟩) = Φ ⊙ (g − ⟨g, Φ⟩/scale).
-  static void softmax_group_backward(const MatrixType& Phi, const MatrixType& dPhi, Index begin,
-                                     Index count, Scalar scale, VectorType& dot, MatrixType& dU) {
+  /// g = ∂L/∂Φ: ∂L/∂u = scale · s ⊙ (g − ⟨g, s⟩) = Φ ⊙ (g − ⟨g, Φ⟩/scale). This returns the
+  /// row vector ⟨g, Φ⟩/scale of the group.
+  static void group_dot(const MatrixType& Phi, const MatrixType& dPhi, Index begin, Index count,
+                        Scalar scale, VectorType& dot) {
     dot.setZero(Phi.rows());
     for (Index j = begin; j < begin + count; ++j)
       dot.array() += Phi.col(j).array() * dPhi.col(j).array();
     dot /= scale;
-    for (Index j = begin; j < begin + count; ++j)
-      dU.col(j).array() = Phi.col(j).array() * (dPhi.col(j).array() - dot.array());
   }
 
   template <typename D>
@@ -137,20 +163,26 @@ class SoftmaxFeatures : public FeatureMapBase<SoftmaxFeatures<ScalarT, Form>, Sc
                      MatrixType& dZ) const {
     const Index m = this->num_particles();
     const Scalar scale = static_cast<Scalar>(group_scale());
+    dZ.resize(Phi.rows(), m);
     VectorType dot;
     if constexpr (Form == SoftmaxForm::plain) {
-      dZ.resize(Phi.rows(), m);
-      softmax_group_backward(Phi, dPhi, 0, m, scale, dot, dZ);
+      group_dot(Phi, dPhi, 0, m, scale, dot);
+      for (Index j = 0; j < m; ++j)
+        dZ.col(j).array() = Phi.col(j).array() * (dPhi.col(j).array() - dot.array());
     } else {
-      // u = [z, −z]: ∂L/∂z = ∂L/∂u_left − ∂L/∂u_right.
-      MatrixType dU(Phi.rows(), 2 * m);
+      // u = [z, −z]: ∂L/∂z_j = ∂L/∂u_j − ∂L/∂u_{m+j}, each from its group's dot product (one
+      // group over all 2m columns for the joint form, one per half for the separate form).
+      VectorType dot_neg;
       if constexpr (Form == SoftmaxForm::symmetric_joint) {
-        softmax_group_backward(Phi, dPhi, 0, 2 * m, scale, dot, dU);
+        group_dot(Phi, dPhi, 0, 2 * m, scale, dot);
       } else {
-        softmax_group_backward(Phi, dPhi, 0, m, scale, dot, dU);
-        softmax_group_backward(Phi, dPhi, m, m, scale, dot, dU);
+        group_dot(Phi, dPhi, 0, m, scale, dot);
+        group_dot(Phi, dPhi, m, m, scale, dot_neg);
       }
-      dZ = dU.leftCols(m) - dU.rightCols(m);
+      const VectorType& neg = Form == SoftmaxForm::symmetric_joint ? dot : dot_neg;
+      for (Index j = 0; j < m; ++j)
+        dZ.col(j).array() = Phi.col(j).array() * (dPhi.col(j).array() - dot.array()) -
+                            Phi.col(m + j).array() * (dPhi.col(m + j).array() - neg.array());
     }
   }
 };
