@@ -6,7 +6,9 @@
 /// al., *A Coulomb Particle Model for Learning Kernel Attention in Transformers*, 2026).
 /// Folders follow the paper: features/ (random feature maps, §1), particles/ (alignment,
 /// Riesz repulsion, the Hamiltonian and projected Langevin dynamics, §2–3), and, as they land,
-/// attention/, nn/, train/.
+/// attention/, nn/, train/; text/ stands beside them (TSV datasets, tokenizer, vocabulary,
+/// batching, metrics, perturbations). text/gzip.hpp needs zlib and is not included here:
+/// include it yourself and link coulomb::gzip.
 #pragma once
 
 #include "attention/layout.hpp"
@@ -30,3 +32,11 @@
 #include "particles/importance_sampling.hpp"
 #include "particles/langevin.hpp"
 #include "particles/riesz.hpp"
+#include "text/batching.hpp"
+#include "text/dataset.hpp"
+#include "text/encoder.hpp"
+#include "text/metrics.hpp"
+#include "text/perturb.hpp"
+#include "text/tokenizer.hpp"
+#include "text/tsv.hpp"
+#include "text/vocabulary.hpp"
