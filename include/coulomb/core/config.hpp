@@ -8,9 +8,9 @@
 
 #include <Eigen/Core>
 
-#define COULOMB_VERSION_MAJOR 0
-#define COULOMB_VERSION_MINOR 1
-#define COULOMB_VERSION_PATCH 0
+#define COULOMB_VERSION_MAJOR 0  ///< major version (API changes allowed before 1.0)
+#define COULOMB_VERSION_MINOR 1  ///< minor version
+#define COULOMB_VERSION_PATCH 0  ///< patch version
 
 namespace coulomb {
 

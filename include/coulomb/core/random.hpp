@@ -34,7 +34,7 @@ namespace coulomb {
 /// xoshiro256++ pseudo-random generator: 256-bit state, period 2^256 - 1, 64-bit outputs.
 class Rng {
  public:
-  using result_type = std::uint64_t;
+  using result_type = std::uint64_t;  ///< 64-bit outputs (UniformRandomBitGenerator)
 
   /// Seeds the four state words from `seed` with splitmix64 (never all zero).
   explicit Rng(std::uint64_t seed = 0x9E3779B97F4A7C15ULL) noexcept { reseed(seed); }
@@ -45,9 +45,12 @@ class Rng {
     for (auto& word : state_) word = splitmix64(x);
   }
 
+  /// Smallest output, 0.
   static constexpr result_type min() noexcept { return 0; }
+  /// Largest output, 2^64 − 1.
   static constexpr result_type max() noexcept { return std::numeric_limits<result_type>::max(); }
 
+  /// The next 64 random bits; advances the state.
   result_type operator()() noexcept {
     const std::uint64_t result = std::rotl(state_[0] + state_[3], 23) + state_[0];
     const std::uint64_t t = state_[1] << 17;
@@ -67,6 +70,7 @@ class Rng {
     return Rng(splitmix64(x));
   }
 
+  /// Two generators are equal when their states are (they produce the same stream).
   friend bool operator==(const Rng&, const Rng&) = default;
 
  private:

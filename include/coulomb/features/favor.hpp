@@ -40,17 +40,19 @@ class Favor : public FeatureMapBase<Favor<ScalarT, Form>, ScalarT> {
   friend Base;
 
  public:
-  using typename Base::MatrixType;
-  using typename Base::Scalar;
-  using typename Base::VectorType;
+  using typename Base::MatrixType;  ///< Matrix<Scalar>
+  using typename Base::Scalar;      ///< float or double
+  using typename Base::VectorType;  ///< Vector<Scalar>
 
-  static constexpr bool is_positive = true;
-  static constexpr bool has_closed_form_kernel = true;
-  static constexpr bool has_phases = false;
-  static constexpr bool is_stabilizable = true;
+  static constexpr bool is_positive = true;             ///< see feature_map_traits
+  static constexpr bool has_closed_form_kernel = true;  ///< see feature_map_traits
+  static constexpr bool has_phases = false;             ///< see feature_map_traits
+  static constexpr bool is_stabilizable = true;         ///< see feature_map_traits
+  /// D / m; see feature_map_traits
   static constexpr Index outputs_per_particle = Form == FavorForm::hyperbolic ? 2 : 1;
-  static constexpr FavorForm form = Form;
+  static constexpr FavorForm form = Form;  ///< the form chosen by the template argument
 
+  /// The map's name, used in error messages.
   static constexpr const char* name() noexcept {
     return Form == FavorForm::hyperbolic ? "FavorHyperbolic" : "Favor";
   }

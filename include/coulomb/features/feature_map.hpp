@@ -48,8 +48,9 @@ inline const char* to_string(Stabilizer s) noexcept {
 }
 
 namespace detail {
-// A capability flag a map type declares as a static constant, or `fallback` when it does not
-// (so that a map missing a flag gives a readable concept failure, never a hard error).
+/// Internal: defines `flag_of<Map>()`, the capability flag a map type declares as a static
+/// constant, or `fallback` when it does not (a map missing a flag then gives a readable
+/// concept failure, never a hard error). Undefined right after use.
 #define COULOMB_DETAIL_FLAG(flag, type, fallback) \
   template <typename Map>                         \
   constexpr type flag##_of() {                    \
@@ -151,9 +152,9 @@ class FeatureMapBase {
   static_assert(RealScalar<ScalarT>, "coulomb feature maps are instantiated for float or double");
 
  public:
-  using Scalar = ScalarT;
-  using MatrixType = Matrix<Scalar>;
-  using VectorType = Vector<Scalar>;
+  using Scalar = ScalarT;             ///< float or double
+  using MatrixType = Matrix<Scalar>;  ///< inputs, features, particles and gradients
+  using VectorType = Vector<Scalar>;  ///< per-row quantities (log_scale, phases)
 
   /// Dimension d of the inputs (columns of X and of Ω).
   Index input_dim() const noexcept { return omega_.cols(); }
@@ -314,21 +315,29 @@ class FeatureMapBase {
     derived().on_particles_changed();
   }
 
-  // Defaults for the customization points.
+  // Defaults for the customization points; a derived map hides the ones it needs.
+
+  /// Turns standard draws (rows ~ N(0, I) or orthogonal) into the map's frequencies, in
+  /// double (RFF divides by σ). Default: unchanged.
   Matrix<double> scaled_draw(Matrix<double> standard) const { return standard; }
+  /// Draws any further random parameters after Ω (RFF's phases). Default: none.
   template <typename G>
   void draw_extra(G&) {}
+  /// Called after Ω changed (construction, set_omega, redraw). Default: nothing.
   void on_particles_changed() {}
+  /// Adds the part of ∂L/∂X that does not go through Z = XΩᵀ (the −‖x‖²/2 term of the
+  /// exponential maps). Default: nothing.
   template <typename D>
   void input_correction(const Eigen::MatrixBase<D>&, const MatrixType&, const MatrixType&,
                         MatrixType&) const {}
 
+  /// "coulomb::<name>::<function>", the location named in error messages.
   std::string name_of(const char* function) const {
     return std::string("coulomb::") + Derived::name() + "::" + function;
   }
 
-  MatrixType omega_;
-  Draw draw_ = Draw::iid;
+  MatrixType omega_;       ///< the particles Ω, m×d
+  Draw draw_ = Draw::iid;  ///< the Draw policy of redraw()
 
  private:
   const Derived& derived() const { return static_cast<const Derived&>(*this); }

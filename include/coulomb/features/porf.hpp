@@ -30,15 +30,15 @@ namespace coulomb {
 
 /// Activation policy: exponential with the −‖x‖²/2 correction (softmax kernel).
 struct Exp {
-  static constexpr const char* name = "exp";
+  static constexpr const char* name = "exp";  ///< name of the activation
 };
 /// Activation policy: softplus log(1 + e^z).
 struct Softplus {
-  static constexpr const char* name = "softplus";
+  static constexpr const char* name = "softplus";  ///< name of the activation
 };
 /// Activation policy: ReLU max(z, 0).
 struct Relu {
-  static constexpr const char* name = "relu";
+  static constexpr const char* name = "relu";  ///< name of the activation
 };
 
 /// Construction options of Porf.
@@ -57,17 +57,20 @@ class Porf : public FeatureMapBase<Porf<ScalarT, Activation>, ScalarT> {
                 "Porf: Activation must be coulomb::Exp, coulomb::Softplus or coulomb::Relu");
 
  public:
-  using typename Base::MatrixType;
-  using typename Base::Scalar;
-  using typename Base::VectorType;
-  using activation_type = Activation;
+  using typename Base::MatrixType;     ///< Matrix<Scalar>
+  using typename Base::Scalar;         ///< float or double
+  using typename Base::VectorType;     ///< Vector<Scalar>
+  using activation_type = Activation;  ///< the activation policy (Exp, Softplus or Relu)
 
-  static constexpr bool is_positive = true;
-  static constexpr bool has_closed_form_kernel = !std::is_same_v<Activation, Softplus>;
-  static constexpr bool has_phases = false;
-  static constexpr bool is_stabilizable = is_exp;
+  static constexpr bool is_positive = true;  ///< see feature_map_traits
+  static constexpr bool has_closed_form_kernel =
+      !std::is_same_v<Activation, Softplus>;       ///< see feature_map_traits
+  static constexpr bool has_phases = false;        ///< see feature_map_traits
+  static constexpr bool is_stabilizable = is_exp;  ///< see feature_map_traits
+  /// D / m; see feature_map_traits
   static constexpr Index outputs_per_particle = 1;
 
+  /// The map's name, used in error messages.
   static constexpr const char* name() noexcept {
     if constexpr (is_exp)
       return "PorfExp";

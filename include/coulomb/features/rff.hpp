@@ -41,17 +41,19 @@ class RandomFourier : public FeatureMapBase<RandomFourier<ScalarT, Form>, Scalar
   static constexpr bool with_phase = Form == RffForm::cosine_phase;
 
  public:
-  using typename Base::MatrixType;
-  using typename Base::Scalar;
-  using typename Base::VectorType;
+  using typename Base::MatrixType;  ///< Matrix<Scalar>
+  using typename Base::Scalar;      ///< float or double
+  using typename Base::VectorType;  ///< Vector<Scalar>
 
-  static constexpr bool is_positive = false;
-  static constexpr bool has_closed_form_kernel = true;
-  static constexpr bool has_phases = with_phase;
-  static constexpr bool is_stabilizable = false;
+  static constexpr bool is_positive = false;            ///< see feature_map_traits
+  static constexpr bool has_closed_form_kernel = true;  ///< see feature_map_traits
+  static constexpr bool has_phases = with_phase;        ///< see feature_map_traits
+  static constexpr bool is_stabilizable = false;        ///< see feature_map_traits
+  /// D / m; see feature_map_traits
   static constexpr Index outputs_per_particle = with_phase ? 1 : 2;
-  static constexpr RffForm form = Form;
+  static constexpr RffForm form = Form;  ///< the form chosen by the template argument
 
+  /// The map's name, used in error messages.
   static constexpr const char* name() noexcept { return with_phase ? "Rff" : "RffCosSin"; }
 
   /// m frequencies in dimension d (and m phases for cosine_phase), drawn from `rng`.

@@ -42,17 +42,19 @@ class SoftmaxFeatures : public FeatureMapBase<SoftmaxFeatures<ScalarT, Form>, Sc
   friend Base;
 
  public:
-  using typename Base::MatrixType;
-  using typename Base::Scalar;
-  using typename Base::VectorType;
+  using typename Base::MatrixType;  ///< Matrix<Scalar>
+  using typename Base::Scalar;      ///< float or double
+  using typename Base::VectorType;  ///< Vector<Scalar>
 
-  static constexpr bool is_positive = true;
-  static constexpr bool has_closed_form_kernel = false;
-  static constexpr bool has_phases = false;
-  static constexpr bool is_stabilizable = false;
+  static constexpr bool is_positive = true;              ///< see feature_map_traits
+  static constexpr bool has_closed_form_kernel = false;  ///< see feature_map_traits
+  static constexpr bool has_phases = false;              ///< see feature_map_traits
+  static constexpr bool is_stabilizable = false;         ///< see feature_map_traits
+  /// D / m; see feature_map_traits
   static constexpr Index outputs_per_particle = Form == SoftmaxForm::plain ? 1 : 2;
-  static constexpr SoftmaxForm form = Form;
+  static constexpr SoftmaxForm form = Form;  ///< the form chosen by the template argument
 
+  /// The map's name, used in error messages.
   static constexpr const char* name() noexcept {
     if constexpr (Form == SoftmaxForm::plain)
       return "SoftmaxFeatures";

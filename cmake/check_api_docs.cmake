@@ -1,0 +1,25 @@
+# Runs Doxygen (-DDOXYGEN, -DDOXYFILE), then fails if its warning log (-DLOG) names a file in one
+# of the folders -DAREAS (a ;-list, relative to include/coulomb/): an undocumented public
+# entity, or a broken documentation comment, in an area that must be complete.
+execute_process(COMMAND "${DOXYGEN}" "${DOXYFILE}" RESULT_VARIABLE status OUTPUT_QUIET
+                ERROR_VARIABLE doxygen_stderr)
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "doxygen failed (${status}):\n${doxygen_stderr}")
+endif()
+file(STRINGS "${LOG}" lines)
+set(failures "")
+set(count 0)
+foreach(line IN LISTS lines)
+  foreach(area IN LISTS AREAS)
+    if(line MATCHES "include/coulomb/${area}/")
+      string(APPEND failures "${line}\n")
+      math(EXPR count "${count} + 1")
+      break()
+    endif()
+  endforeach()
+endforeach()
+list(LENGTH lines total)
+if(count GREATER 0)
+  message(FATAL_ERROR "${count} documentation warning(s) in the areas ${AREAS}:\n${failures}")
+endif()
+message(STATUS "API documentation complete in ${AREAS} (${total} warning(s) elsewhere)")
