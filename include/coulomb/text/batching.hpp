@@ -149,6 +149,9 @@ class Batcher {
     start_epoch(0);
   }
 
+  /// A batcher keeps a reference to its dataset, so a temporary one is refused.
+  Batcher(EncodedDataset&&, BatcherOptions) = delete;
+
   /// Restarts at the beginning of epoch `epoch`, with its order (shuffled by Rng(seed).split(epoch)
   /// when options.shuffle).
   void start_epoch(std::uint64_t epoch) {
