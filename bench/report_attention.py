@@ -20,7 +20,7 @@ from collections import defaultdict
 UNIT_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
-def load_coulomb(paths):
+def load_coulomb(paths, field="real_time"):
     samples = defaultdict(list)
     contexts = []
     for path in paths:
@@ -35,7 +35,7 @@ def load_coulomb(paths):
             impl, pass_ = parts[0], parts[1]
             args = dict(p.split(":") for p in parts[2:] if ":" in p)
             key = (impl, pass_, int(args["L"]), int(args["heads"]), int(args["threads"]))
-            samples[key].append(b["real_time"] * UNIT_MS[b.get("time_unit", "ms")])
+            samples[key].append(b[field] * UNIT_MS[b.get("time_unit", "ms")])
     return {k: statistics.median(v) for k, v in samples.items()}, contexts
 
 
@@ -44,7 +44,8 @@ def load_torch(path):
         data = json.load(f)
     times = {}
     for r in data["records"]:
-        times[(r["impl"], r["pass_"], r["L"], r["heads"], r["threads"])] = r["median_ms"]
+        if r["median_ms"] is not None:
+            times[(r["impl"], r["pass_"], r["L"], r["heads"], r["threads"])] = r["median_ms"]
     return times, data
 
 
@@ -74,15 +75,19 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("coulomb", nargs="+", help="bench_attention JSON file(s)")
     ap.add_argument("--torch", help="torch_peer.py JSON file")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="use CPU time instead of wall time (for one-thread runs on a loaded "
+                         "machine: time spent descheduled is not counted; meaningless for the "
+                         "two-thread speed-ups)")
     args = ap.parse_args()
-    t, contexts = load_coulomb(args.coulomb)
+    t, contexts = load_coulomb(args.coulomb, "cpu_time" if args.cpu_time else "real_time")
     torch_t, torch_data = load_torch(args.torch) if args.torch else ({}, None)
 
     ctx = contexts[0]
     print(f"Machine: {ctx.get('num_cpus', '?')} CPUs at {ctx.get('mhz_per_cpu', '?')} MHz; "
           f"runs: {', '.join(c.get('date', '?') for c in contexts)}; load averages at the "
           f"start: {', '.join(str([round(x, 2) for x in c.get('load_avg', [])]) for c in contexts)}."
-          " Times in ms (medians).\n")
+          f" Times in ms (medians of {'CPU' if args.cpu_time else 'wall'} time).\n")
 
     lengths = sorted({k[2] for k in t})
     heads_list = sorted({k[3] for k in t})
