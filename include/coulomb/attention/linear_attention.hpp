@@ -24,11 +24,14 @@
 /// tensor is stored.
 ///
 /// Stabilizer (docs/stabilizer.md, docs/attention.md#stabilizer): for a stabilizable map the
-/// queries use Stabilizer::per_row (a shift per query, which cancels in the ratio) and the
-/// keys one shift b per block; the running state carries the largest shift B seen so far and
-/// is rescaled by e^{B_old − B} when a block brings a larger one, so that every output sees one
-/// shift shared by all of its keys. A denominator below the smallest normal number counts as
-/// zero and gives a zero output (and zero gradients).
+/// queries use Stabilizer::per_row (a shift per query, which cancels in the ratio); the keys
+/// that enter one output share one shift. Non-causal: one shift b per key block, and the key
+/// sums carry the largest shift B seen so far (rescaled by e^{B_old − B} when a block brings a
+/// larger one). Causal: keys are mapped with per-row shifts s_j and query i uses the prefix
+/// maximum M_i = max(B, max_{j<=i} s_j), so a later key of the same block never pushes the
+/// keys query i sees into underflow; every factor e^{s_j − M_i}, e^{B − M_i} is at most 1.
+/// Padded keys are left out of the shifts. A denominator below the smallest normal number
+/// counts as zero and gives a zero output (and zero gradients).
 #pragma once
 
 #include <algorithm>
