@@ -7,7 +7,7 @@
 /// is a list of examples (text_a, optional text_b, integer label), each remembering its line in
 /// the file so that later errors can point at it. Columns are found by name in the header, so
 /// GLUE's SST-2 (`sentence<TAB>label`) and the project's bundled copy (`label<TAB>sentence`)
-/// read the same way. Formats and their column names: docs/text.md#formats.
+/// read the same way. Formats and their column names: docs/text.md (section "formats").
 #pragma once
 
 #include <charconv>

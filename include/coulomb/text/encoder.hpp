@@ -4,7 +4,8 @@
 /// vocabulary lookup, an optional [CLS], the [SEP] of pairs, segment ids and truncation to a
 /// maximum length.
 ///
-/// Layout of one sequence (docs/text.md#encoding), with max_length counting every token:
+/// Layout of one sequence (docs/text.md (section "encoding")), with max_length counting every
+/// token:
 ///   single sentence:  [CLS]? a_1 … a_p                   segments 0 … 0
 ///   sentence pair:    [CLS]? a_1 … a_p [SEP] b_1 … b_q   segments 0 … 0 0 1 … 1
 /// Truncation drops tokens from the end: of the sentence for single sentences, and of the
@@ -37,6 +38,7 @@ struct EncoderOptions {
   /// Start every sequence with [CLS].
   bool add_cls = false;
 
+  /// Equal when every option is.
   friend bool operator==(const EncoderOptions&, const EncoderOptions&) = default;
 };
 

@@ -6,7 +6,7 @@
 ///
 /// Probabilities come as an n × C matrix whose row i is the predicted distribution of example
 /// i (C ≥ 2, rows sum to 1), or, for binary tasks, as an n × 1 column holding P(y = 1). Labels
-/// are integers in [0, C) (in {0, 1} for a column). Definitions (docs/text.md#metrics):
+/// are integers in [0, C) (in {0, 1} for a column). Definitions (docs/text.md (section "metrics")):
 /// - prediction ŷ_i = argmax_c p_ic (the lowest class on a tie; for a column, 1 iff p_i > 0.5);
 ///   confidence q_i = p_iŷ_i.
 /// - accuracy = (1/n) Σ 1[ŷ_i = y_i].

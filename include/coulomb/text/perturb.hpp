@@ -4,7 +4,7 @@
 /// token swap at a given rate (Badiei Khuzani et al. 2026, §5: "the same metrics under
 /// perturbed inputs").
 ///
-/// For a sequence of n tokens and a rate r ∈ [0, 1] (docs/text.md#perturbations):
+/// For a sequence of n tokens and a rate r ∈ [0, 1] (docs/text.md (section "perturbations")):
 /// - drop: k = ⌊r·n + u⌋ tokens (u ~ U[0, 1), so E[k] = r·n exactly, even for short
 ///   sequences), at most n − 1, chosen uniformly without replacement, are removed; the others
 ///   keep their order. At least one token always remains.

@@ -3,7 +3,7 @@
 /// @brief A word-level tokenizer: splits on blanks, optionally lower-cases and splits
 /// punctuation into one-character tokens. Locale-independent and byte-exact on UTF-8.
 ///
-/// Rules (docs/text.md#tokenizer), applied to the bytes of a UTF-8 text:
+/// Rules (docs/text.md (section "tokenizer")), applied to the bytes of a UTF-8 text:
 /// - Words are separated by ASCII blanks (space, TAB, CR, LF, FF, VT).
 /// - lowercase: A–Z become a–z, and the capital letters of Latin-1 Supplement (U+00C0–U+00DE
 ///   except U+00D7 ×) become their small letters (É → é). Other characters are unchanged.
@@ -27,6 +27,7 @@ struct TokenizerOptions {
   /// Make each punctuation character a token of its own.
   bool split_punctuation = true;
 
+  /// Equal when every option is.
   friend bool operator==(const TokenizerOptions&, const TokenizerOptions&) = default;
 };
 
@@ -88,7 +89,8 @@ class Tokenizer {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
   }
 
-  /// True for ASCII punctuation: !"#$%&'()*+,-./:;<=>?@[\]^_`{|}~
+  /// True for ASCII punctuation, the 32 printable characters that are neither letters, digits
+  /// nor space (`!` to `/`, `:` to `@`, `[` to the backquote, `{` to `~`).
   static constexpr bool is_ascii_punctuation(char c) noexcept {
     return (c >= '!' && c <= '/') || (c >= ':' && c <= '@') || (c >= '[' && c <= '`') ||
            (c >= '{' && c <= '~');

@@ -3,7 +3,7 @@
 /// @brief Reading tab-separated files with a header row: whole files into memory, lines split
 /// on TAB without quoting or escaping (the GLUE convention), column selection by name.
 ///
-/// Format accepted (docs/text.md#tsv):
+/// Format accepted (docs/text.md (section "tsv")):
 /// - UTF-8 (or any ASCII-compatible bytes); a leading UTF-8 byte-order mark is skipped.
 /// - Lines end with LF or CR LF; the last line may lack its end of line. Empty lines are skipped.
 /// - The first non-empty line is the header; it names the columns. Every other line is a row and

@@ -11,7 +11,7 @@
 ///
 /// The vocabulary remembers the TokenizerOptions it was built with, so that a loaded vocabulary
 /// tokenizes new text the way the training text was tokenized. File format:
-/// docs/text.md#vocabulary.
+/// docs/text.md (section "vocabulary").
 #pragma once
 
 #include <algorithm>
@@ -65,7 +65,8 @@ struct StringHash {
 /// Bidirectional map between tokens and ids.
 class Vocabulary {
  public:
-  static constexpr TokenId pad_id = 0;       ///< [PAD]: padding
+  /// Id of the padding token, [PAD].
+  static constexpr TokenId pad_id = 0;
   static constexpr TokenId unk_id = 1;       ///< [UNK]: a word not in the vocabulary
   static constexpr TokenId sep_id = 2;       ///< [SEP]: separator between the sentences of a pair
   static constexpr TokenId cls_id = 3;       ///< [CLS]: optional first token of every sequence
