@@ -39,13 +39,14 @@ def load_coulomb(paths, field="real_time"):
     return {k: statistics.median(v) for k, v in samples.items()}, contexts
 
 
-def load_torch(path):
+def load_torch(path, cpu_time=False):
     with open(path) as f:
         data = json.load(f)
     times = {}
+    field = "median_cpu_ms" if cpu_time else "median_ms"
     for r in data["records"]:
-        if r["median_ms"] is not None:
-            times[(r["impl"], r["pass_"], r["L"], r["heads"], r["threads"])] = r["median_ms"]
+        if r.get(field) is not None:
+            times[(r["impl"], r["pass_"], r["L"], r["heads"], r["threads"])] = r[field]
     return times, data
 
 
@@ -81,7 +82,7 @@ def main():
                          "two-thread speed-ups)")
     args = ap.parse_args()
     t, contexts = load_coulomb(args.coulomb, "cpu_time" if args.cpu_time else "real_time")
-    torch_t, torch_data = load_torch(args.torch) if args.torch else ({}, None)
+    torch_t, torch_data = load_torch(args.torch, args.cpu_time) if args.torch else ({}, None)
 
     ctx = contexts[0]
     print(f"Machine: {ctx.get('num_cpus', '?')} CPUs at {ctx.get('mhz_per_cpu', '?')} MHz; "
@@ -166,7 +167,8 @@ def main():
 
     if torch_t:
         cfg = torch_data["configs"][0]
-        print(f"\n### Against PyTorch {cfg['torch']} (same maths; {torch_data['date']}, "
+        kind = "CPU" if args.cpu_time else "wall"
+        print(f"\n### Against PyTorch {cfg['torch']} (same maths, {kind} time; {torch_data['date']}, "
               f"load {[round(x, 2) for x in torch_data['load']]}; softmax via the faster of "
               f"{cfg['sdpa']} and the explicit form)\n")
         print("| impl | pass | heads | threads | L | PyTorch | coulomb | PyTorch / coulomb "

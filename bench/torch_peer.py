@@ -74,12 +74,14 @@ def run_one(threads, lengths, heads_list, repeats, min_time, max_softmax_gib):
     def timeit(fn):
         fn()  # warm-up (allocations, thread pool)
         fn()
-        times = []
+        times, cpu = [], []
         start = time.perf_counter()
         while len(times) < repeats or (time.perf_counter() - start < min_time and len(times) < 50):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             fn()
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+        timeit.cpu_ms = statistics.median(cpu) * 1e3
         return statistics.median(times) * 1e3, len(times)
 
     records = []
@@ -118,7 +120,8 @@ def run_one(threads, lengths, heads_list, repeats, min_time, max_softmax_gib):
             for name, fn in (("forward", linear_fwd), ("forward_backward", linear_fwd_bwd)):
                 ms, n = timeit(fn)
                 records.append(dict(impl="torch_linear", variant="favor+", pass_=name, L=L,
-                                    heads=heads, threads=threads, median_ms=ms, samples=n))
+                                    heads=heads, threads=threads, median_ms=ms,
+                                    median_cpu_ms=timeit.cpu_ms, samples=n))
             # PyTorch's CPU softmax attention materializes the H×L×L scores (and, with the
             # backward, probabilities and their gradient): skip shapes that would not fit.
             score_gib = heads * L * L * 4 / 2**30
@@ -132,10 +135,10 @@ def run_one(threads, lengths, heads_list, repeats, min_time, max_softmax_gib):
                 for variant, f in candidates.items():
                     ms, n = timeit(wrap(f))
                     if best is None or ms < best[1]:
-                        best = (variant, ms, n)
+                        best = (variant, ms, n, timeit.cpu_ms)
                 records.append(dict(impl="torch_softmax", variant=best[0], pass_=pass_name, L=L,
                                     heads=heads, threads=threads, median_ms=best[1],
-                                    samples=best[2]))
+                                    median_cpu_ms=best[3], samples=best[2]))
             print(f"# threads {threads} heads {heads} L {L} done", file=sys.stderr, flush=True)
     info = dict(torch=torch.__version__, threads=threads,
                 parallel=torch.__config__.parallel_info().splitlines()[1:4],
