@@ -40,7 +40,7 @@ struct AttentionOptions {
   /// exp((s q)ᵀ(s k)) = exp(qᵀk/√d_k), the kernel of standard softmax attention.
   std::optional<double> input_scale{};
   /// Rows per block of the blocked algorithms. 0 chooses a default (linear attention: 256
-  /// non-causal, 64 causal; softmax attention: from L). Results do not depend on it beyond
+  /// non-causal, 64 causal; softmax attention: 128). Results do not depend on it beyond
   /// rounding.
   Index block_size = 0;
   /// Threads (OpenMP). 0 uses omp_get_max_threads(). Without OpenMP everything runs on the
