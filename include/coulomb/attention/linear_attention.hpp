@@ -139,6 +139,7 @@ struct LinearScratch {
 template <RealScalar Scalar>
 class LinearAttentionWorkspace {
  public:
+  /// An empty workspace; the first call of each shape sizes it.
   LinearAttentionWorkspace() = default;
 
  private:
@@ -172,12 +173,12 @@ class LinearAttentionWorkspace {
 template <FeatureMap Map>
 class LinearAttention {
  public:
-  using Scalar = typename Map::Scalar;
-  using MatrixType = Matrix<Scalar>;
-  using VectorType = Vector<Scalar>;
-  using ConstRef = Eigen::Ref<const MatrixType>;
-  using Workspace = LinearAttentionWorkspace<Scalar>;
-  using Gradients = AttentionGradients<Scalar>;
+  using Scalar = typename Map::Scalar;                 ///< float or double (the map's)
+  using MatrixType = Matrix<Scalar>;                   ///< dense column-major matrix
+  using VectorType = Vector<Scalar>;                   ///< dense column vector
+  using ConstRef = Eigen::Ref<const MatrixType>;       ///< how inputs are taken (no copy)
+  using Workspace = LinearAttentionWorkspace<Scalar>;  ///< reusable buffers
+  using Gradients = AttentionGradients<Scalar>;        ///< what backward fills
 
   /// Whether the map honours the Stabilizer (feature_map_traits), so shifts are used.
   static constexpr bool stabilized = feature_map_traits<Map>::is_stabilizable;

@@ -37,6 +37,7 @@ namespace coulomb {
 template <RealScalar Scalar>
 class SoftmaxAttentionWorkspace {
  public:
+  /// An empty workspace; the first call of each shape sizes it.
   SoftmaxAttentionWorkspace() = default;
 
  private:
@@ -60,12 +61,12 @@ class SoftmaxAttentionWorkspace {
 template <RealScalar ScalarT>
 class SoftmaxAttention {
  public:
-  using Scalar = ScalarT;
-  using MatrixType = Matrix<Scalar>;
-  using VectorType = Vector<Scalar>;
-  using ConstRef = Eigen::Ref<const MatrixType>;
-  using Workspace = SoftmaxAttentionWorkspace<Scalar>;
-  using Gradients = AttentionGradients<Scalar>;
+  using Scalar = ScalarT;                               ///< float or double
+  using MatrixType = Matrix<Scalar>;                    ///< dense column-major matrix
+  using VectorType = Vector<Scalar>;                    ///< dense column vector
+  using ConstRef = Eigen::Ref<const MatrixType>;        ///< how inputs are taken (no copy)
+  using Workspace = SoftmaxAttentionWorkspace<Scalar>;  ///< reusable buffers
+  using Gradients = AttentionGradients<Scalar>;         ///< what backward fills
 
   /// Softmax attention with the given options (omega_gradient is ignored).
   explicit SoftmaxAttention(AttentionOptions options = {}) : options_(options) {
