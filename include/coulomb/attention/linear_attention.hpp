@@ -23,8 +23,8 @@
 /// gradient of the state in a reverse sweep (gradients of the keys and values); no L×D×d_v
 /// tensor is stored.
 ///
-/// Stabilizer (docs/stabilizer.md, docs/attention.md#stabilizer): for a stabilizable map the
-/// queries use Stabilizer::per_row (a shift per query, which cancels in the ratio); the keys
+/// Stabilizer (docs/stabilizer.md, docs/attention.md, section "Stabilizer"): for a stabilizable map
+/// the queries use Stabilizer::per_row (a shift per query, which cancels in the ratio); the keys
 /// that enter one output share one shift. Non-causal: one shift b per key block, and the key
 /// sums carry the largest shift B seen so far (rescaled by e^{B_old − B} when a block brings a
 /// larger one). Causal: keys are mapped with per-row shifts s_j and query i uses the prefix
