@@ -143,7 +143,7 @@ TEST_CASE("RieszEnergy_MatchesBruteForceAndFiniteDifferences", "[particles]") {
   coulomb::Rng rng(14);
   Mat omega(9, 5);
   coulomb::fill_standard_normal(omega, rng);
-  for (double s : {0.0, 1.0, 3.0}) {
+  for (double s : {0.0, 1.0, 1.5, 3.0, 6.0}) {
     // Tiles of 4 rows over 9 particles exercise a partial last tile.
     coulomb::RieszEnergy<double> riesz({.s = s, .softening = 0.1, .tile_rows = 4});
     Mat gradient;

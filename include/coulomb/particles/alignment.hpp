@@ -179,10 +179,18 @@ class AlignmentEnergy {
     }
     batch_x_.resize(size, X_.cols());
     batch_y_.resize(size, Y_.cols());
-    for (Index i = 0; i < size; ++i) {
-      const Index src = order_[static_cast<std::size_t>(begin + i)];
-      batch_x_.row(i) = X_.row(src);
-      batch_y_.row(i) = Y_.row(src);
+    // Gather column by column: each pass reads one column of X (contiguous, cache-resident)
+    // and writes one contiguous column of the batch.
+    const Index* rows = order_.data() + begin;
+    for (Index j = 0; j < X_.cols(); ++j) {
+      const Scalar* src = X_.col(j).data();
+      Scalar* dst = batch_x_.col(j).data();
+      for (Index i = 0; i < size; ++i) dst[i] = src[rows[i]];
+    }
+    for (Index j = 0; j < Y_.cols(); ++j) {
+      const Scalar* src = Y_.col(j).data();
+      Scalar* dst = batch_y_.col(j).data();
+      for (Index i = 0; i < size; ++i) dst[i] = src[rows[i]];
     }
     return value_and_gradient(batch_x_, batch_y_, gradient);
   }
@@ -194,7 +202,11 @@ class AlignmentEnergy {
     const Scalar value = -projection_.squaredNorm();
     if (gradient) {
       dphi_.noalias() = (Scalar(-2) * inv_n) * (Y * projection_);  // ∂E/∂Φ
-      map_.backward_params(X, phi_, dphi_, *gradient);
+      // The workspace overload (coulomb's maps have it) allocates nothing after the first call.
+      if constexpr (requires { map_.backward_params(X, phi_, dphi_, *gradient, workspace_); })
+        map_.backward_params(X, phi_, dphi_, *gradient, workspace_);
+      else
+        map_.backward_params(X, phi_, dphi_, *gradient);
     }
     return value;
   }
@@ -205,6 +217,7 @@ class AlignmentEnergy {
   AlignmentOptions options_;
   std::vector<Index> order_;
   MatrixType phi_, dphi_, projection_, batch_x_, batch_y_;
+  BackwardWorkspace<Scalar> workspace_;
 };
 
 }  // namespace coulomb

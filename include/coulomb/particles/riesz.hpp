@@ -34,7 +34,9 @@ struct RieszOptions {
   Index tile_rows = 256;
 };
 
-/// Riesz s-energy W_{N,s} with value and gradient with respect to the particles (rows).
+/// Riesz s-energy W_{N,s} with value and gradient with respect to the particles (rows). Keeps
+/// its tile workspaces between calls (no allocation once the sizes repeat), so one instance
+/// must not be evaluated from several threads at once.
 template <typename ScalarT>
 class RieszEnergy {
   static_assert(RealScalar<ScalarT>, "RieszEnergy is instantiated for float or double");
@@ -84,43 +86,77 @@ class RieszEnergy {
     const double s = exponent(omega.cols());
     const double eps2 = options_.softening * options_.softening;
     const MatrixType& particles = omega.derived();
-    const Vector<Scalar> sq_norms = particles.rowwise().squaredNorm();
+    Vector<Scalar>& sq_norms = sq_norms_;
+    sq_norms.noalias() = particles.rowwise().squaredNorm();
     if (gradient) gradient->setZero(n, omega.cols());
 
     const Index tile = std::min<Index>(options_.tile_rows, n);
-    MatrixType gram(tile, n);
-    MatrixType coeff(tile, n);
+    MatrixType& gram = gram_;
+    MatrixType& coeff = coeff_;
+    gram.resize(tile, n);
+    coeff.resize(tile, n);
     double energy = 0.0;
+    const bool log_energy = s == 0.0;
+    // Integer exponents (Coulomb: s = D − 2) use r = t^{−1/2} and repeated squaring, several
+    // times faster than a general power; other exponents use exp(−(s/2) log t).
+    const bool integer_power = !log_energy && s == std::round(s) && s <= 256.0;
+    const Scalar half_s = static_cast<Scalar>(0.5 * s);
+    base_.resize(tile);
     for (Index r0 = 0; r0 < n; r0 += tile) {
       const Index rows = std::min(tile, n - r0);
       auto g = gram.topRows(rows);
       auto c = coeff.topRows(rows);
       g.noalias() = particles.middleRows(r0, rows) * particles.transpose();
-      // u_kl = ‖ω_k − ω_l‖² from the Gram matrix (clamped at 0 against rounding), t = u + ε².
+      const auto sq_tile = sq_norms.segment(r0, rows).array();
+      // Column by column (each column of the tile stays in L1 through all the passes):
+      // u_kl = ‖ω_k − ω_l‖² from the Gram matrix, clamped at 0 against rounding, t = u + ε²;
+      // then f(t) into the Gram tile and f′(t) into the coefficient tile.
+      for (Index l = 0; l < n; ++l) {
+        auto t = g.col(l).array();
+        auto fp = c.col(l).array();
+        t = (sq_tile + (sq_norms(l) - Scalar(2) * t)).max(Scalar(0)) + static_cast<Scalar>(eps2);
+        if (log_energy) {
+          fp = Scalar(-0.5) * t.inverse();
+          t = Scalar(-0.5) * t.log();
+        } else if (integer_power) {
+          auto b = base_.head(rows).array();
+          b = t.rsqrt();
+          fp = -half_s * b.square();  // −(s/2)/t; times f below
+          auto k = static_cast<unsigned>(s);
+          bool first = true;
+          while (k != 0) {  // t ← b^s
+            if (k & 1u) {
+              if (first)
+                t = b;
+              else
+                t *= b;
+              first = false;
+            }
+            k >>= 1u;
+            if (k != 0) b = b.square();
+          }
+          fp *= t;
+        } else {
+          fp = -half_s * t.inverse();
+          t = (-half_s * t.log()).exp();
+          fp *= t;  // f′ = −(s/2) t^{−s/2} / t
+        }
+        if (l >= r0 && l < r0 + rows) {  // the pair (k, k) is not a pair
+          t(l - r0) = 0;
+          fp(l - r0) = 0;
+        }
+      }
       auto t = g.array();
-      t = (Scalar(-2) * t).colwise() + sq_norms.segment(r0, rows).array();
-      t.rowwise() += sq_norms.transpose().array();
-      t = t.max(Scalar(0)) + static_cast<Scalar>(eps2);
-      // f(u) and f′(u) for every pair of the tile; the pair (k, k) is removed afterwards.
-      if (s == 0.0) {
-        c.array() = Scalar(-0.5) / t;
-        t = Scalar(-0.5) * t.log();
-      } else {
-        const Scalar half_s = static_cast<Scalar>(0.5 * s);
-        c.array() = t.inverse();
-        t = t.pow(-half_s);
-        c.array() *= -half_s * t;  // f′ = −(s/2) t^{−s/2} / t
-      }
-      for (Index k = 0; k < rows; ++k) {
-        t(k, r0 + k) = 0;
-        c(k, r0 + k) = 0;
-      }
       energy += static_cast<double>(t.sum());
       if (gradient) {
         // Σ_l f′_kl (ω_k − ω_l) = (Σ_l f′_kl) ω_k − Σ_l f′_kl ω_l, for the tile's rows k.
         auto grad_rows = gradient->middleRows(r0, rows);
         grad_rows.noalias() -= c * particles;
-        grad_rows += c.rowwise().sum().asDiagonal() * particles.middleRows(r0, rows);
+        // The row sums first: inside the lazy diagonal product they would be recomputed for
+        // every coefficient.
+        auto row_sums = base_.head(rows);
+        row_sums.noalias() = c.rowwise().sum();
+        grad_rows += row_sums.asDiagonal() * particles.middleRows(r0, rows);
       }
     }
     const double inv_n2 = 1.0 / (static_cast<double>(n) * static_cast<double>(n));
@@ -129,6 +165,10 @@ class RieszEnergy {
   }
 
   RieszOptions options_;
+  // Workspaces of compute(): a tile of the Gram matrix (then of f), a tile of f′, ‖ω_k‖², and
+  // one column of t^{−1/2} (then the row sums of f′).
+  mutable MatrixType gram_, coeff_;
+  mutable Vector<Scalar> sq_norms_, base_;
 };
 
 }  // namespace coulomb
