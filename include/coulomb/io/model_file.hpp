@@ -556,9 +556,9 @@ void save_model_file(const std::string& path, const ModelFile<S>& file,
 }
 
 /// The scalar type stored in the header of a model file image, after checking the magic, the
-/// version and the byte-order marker. Lets a program choose ModelFile<float> or <double> before
-/// reading. Throws io_error (naming `source` and the offset) for an image that is not a model
-/// file of this version, or whose scalar type is unknown.
+/// version and the byte-order marker. Lets a program choose `ModelFile<float>` or
+/// `ModelFile<double>` before reading. Throws io_error (naming `source` and the offset) for an
+/// image that is not a model file of this version, or whose scalar type is unknown.
 inline ScalarType peek_scalar_type(std::span<const std::byte> image, std::string_view source) {
   using F = ModelFileFormat;
   detail::ImageReader r(image, "coulomb::io::parse_model_file", source);
