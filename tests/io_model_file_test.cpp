@@ -23,10 +23,14 @@
 #if defined(__unix__) || defined(__APPLE__)
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <csignal>
 #define COULOMB_TEST_POSIX 1
 #endif
 
+#include <coulomb/core/random.hpp>
 #include <coulomb/io/model_file.hpp>
 #include <coulomb/io/parameters.hpp>
 #include <coulomb/nn/parameter.hpp>
@@ -395,6 +399,50 @@ TEST_CASE("AtomicWrite_FailureLeavesThePreviousFileAndNoTemporary", "[io][atomic
   CHECK(coulomb::io::load_model_file<float>(path) == old_file);
   CHECK(dir.entries() == std::vector<std::string>{"model.clmb"});
 }
+
+#ifdef COULOMB_TEST_POSIX
+TEST_CASE("AtomicWrite_SurvivesSigkillMidWrite", "[io][atomic]") {
+  // A child process saves two different 1 MB files over the same path in a loop and is killed
+  // with SIGKILL at a random moment. Whenever that happens, the path must hold one of the two
+  // complete files (or, before the first rename, nothing). Temporary files of the killed writer
+  // may remain: nothing can remove them after SIGKILL; they never replace the target.
+  ScratchDir dir("sigkill");
+  const std::string path = dir.file("model.clmb");
+  ModelFile<float> a, b;
+  a.add_tensor("w", Matrix<float>::Constant(512, 512, 1.0f));
+  b.add_tensor("w", Matrix<float>::Constant(512, 512, 2.0f));
+  coulomb::Rng rng(20261202);
+  int found_a = 0, found_b = 0;
+  for (int round = 0; round < 12; ++round) {
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      try {
+        for (int i = 0;; ++i) coulomb::io::save_model_file(path, i % 2 == 0 ? a : b);
+      } catch (...) {
+        _exit(3);  // a failing save shows as a normal exit, not as the expected SIGKILL
+      }
+    }
+    usleep(static_cast<useconds_t>(2000 + coulomb::uniform_index(30000, rng)));
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+    if (!fs::exists(path)) continue;  // killed before the first rename
+    const ModelFile<float> now = coulomb::io::load_model_file<float>(path);
+    const bool is_a = now == a;
+    const bool is_b = now == b;
+    CHECK((is_a || is_b));
+    found_a += is_a ? 1 : 0;
+    found_b += is_b ? 1 : 0;
+  }
+  std::size_t leftovers = 0;
+  for (const auto& name : dir.entries()) leftovers += name.find(".tmp.") != std::string::npos;
+  INFO("rounds ending with file A: " << found_a << ", with file B: " << found_b
+                                     << "; temporary files left by killed writers: " << leftovers);
+  CHECK(found_a + found_b > 0);
+}
+#endif
 
 TEST_CASE("AtomicWrite_ReplacesAndKeepsPermissions", "[io][atomic]") {
   ScratchDir dir("replace");
