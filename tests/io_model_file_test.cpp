@@ -172,6 +172,9 @@ TEMPLATE_TEST_CASE("ModelFile_RoundTrip", "[io][model_file]", float, double) {
   CHECK(Bytes(as_span(on_disk).begin(), as_span(on_disk).end()) == image);
   CHECK(dir.entries() == std::vector<std::string>{"model.clmb"});
   CHECK(coulomb::io::peek_scalar_type(as_span(on_disk), path) == coulomb::io::scalar_type_of<S>());
+  CHECK(coulomb::io::peek_scalar_type(path) == coulomb::io::scalar_type_of<S>());
+  CHECK_THROWS_WITH(coulomb::io::peek_scalar_type(dir.file("absent.clmb")),
+                    Contains("absent.clmb': cannot open"));
   // Through a stream.
   std::ostringstream os;
   coulomb::io::write_model_file(os, f);

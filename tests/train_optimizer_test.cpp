@@ -191,6 +191,15 @@ TEST_CASE("AdamW_RejectsAChangedParameterList", "[train][adamw][input]") {
     CHECK_THROWS_WITH(opt.step(params, 0.1),
                       Contains("the gradient of parameter 'layer.b' is 2×1, its value is 1×1"));
   }
+  SECTION("a parameter appearing after steps without trainable parameters") {
+    AdamW<double> late;
+    auto frozen = params;
+    for (auto& p : frozen) p.trainable = false;
+    late.step(frozen, 0.1);
+    CHECK(late.step_count() == 1);
+    CHECK_THROWS_WITH(late.step(params, 0.1),
+                      Contains("'layer.w' has no optimizer state: the parameter list changed"));
+  }
   SECTION("a bad learning rate") {
     CHECK_THROWS_AS(opt.step(params, -1.0), invalid_argument);
     CHECK_THROWS_AS(opt.step(params, std::numeric_limits<double>::infinity()), invalid_argument);

@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <concepts>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -246,8 +247,9 @@ class TemporaryFile {
 /// contents (or stays absent), and the exception propagates; failures of the file system are
 /// reported as coulomb::io_error "where: 'path': what", with the reason from the system.
 template <typename Producer>
-void write_file_atomically(const std::string& path, Producer&& produce,
-                           std::string_view where = "coulomb::io::write_file_atomically") {
+requires(!std::convertible_to<Producer, std::span<const std::byte>>) void write_file_atomically(
+    const std::string& path, Producer&& produce,
+    std::string_view where = "coulomb::io::write_file_atomically") {
   detail::TemporaryFile file(where, path);
   auto sink = [&file](std::span<const std::byte> bytes) { file.write(bytes); };
   produce(sink);

@@ -33,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
@@ -591,6 +592,20 @@ inline ScalarType peek_scalar_type(std::span<const std::byte> image, std::string
     r.fail_at(type_at, "unknown scalar type code " + std::to_string(type));
   }
   return static_cast<ScalarType>(type);
+}
+
+/// The scalar type stored in the model file at `path`, read from its header only (see the
+/// overload for images). Throws io_error naming the path when the file cannot be read, is not a
+/// model file of this version, or has an unknown scalar type.
+inline ScalarType peek_scalar_type(const std::string& path) {
+  const char* where = "coulomb::io::peek_scalar_type";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) detail::throw_file_error(where, path, "cannot open the file for reading");
+  std::array<char, 17> header{};
+  in.read(header.data(), static_cast<std::streamsize>(header.size()));
+  const auto got = static_cast<std::size_t>(in.gcount());
+  return peek_scalar_type(
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(header.data()), got), path);
 }
 
 /// Parses a model file image held in memory; `source` names it in messages. This is the whole

@@ -108,7 +108,7 @@ class AdamW {
                              "argument 'learning_rate' must be finite and non-negative, got " +
                                  std::to_string(learning_rate));
     const std::int64_t t = step_ + 1;
-    const bool fresh = slots_.empty();
+    const bool fresh = step_ == 0;  // the state is created at the first step
     std::vector<Slot*> slots;
     slots.reserve(params.size());
     ++pass_;
