@@ -558,6 +558,27 @@ void write_report(const Config& cfg, const std::vector<Run>& runs, double wall_s
      << ", n_test = " << cfg.n_test << " (clean labels), " << cfg.seeds
      << " seeds; test accuracy of a ridge classifier on (1/√N)[cos Ωx, sin Ωx].\n\n";
 
+  // 0. Overview: mean over tasks and seeds per noise rate, method and budget.
+  md << "## Overview: test accuracy averaged over the tasks and seeds\n\n| noise | method |";
+  for (Index b : cfg.budgets) md << " N = " << b << " |";
+  md << "\n|---:|---|";
+  for (std::size_t i = 0; i < cfg.budgets.size(); ++i) md << "---:|";
+  md << "\n";
+  for (double noise : cfg.noise)
+    for (const std::string& m : method_names) {
+      md << "| " << noise << " | " << m << " |";
+      for (Index b : cfg.budgets) {
+        std::vector<double> all;
+        for (Task task : cfg.tasks) {
+          const auto& c = cells[{task_name(task), noise, m, b}];
+          all.insert(all.end(), c.begin(), c.end());
+        }
+        md << " " << fmt(stats(all).mean) << " |";
+      }
+      md << "\n";
+    }
+  md << "\n";
+
   // 1. Mean ± sd per task × noise × method × budget.
   md << "## Test accuracy, mean ± sd over seeds\n\n";
   for (Task task : cfg.tasks) {
@@ -624,11 +645,13 @@ void write_report(const Config& cfg, const std::vector<Run>& runs, double wall_s
          << std::defaultfloat << " |\n";
     }
 
-  // 3. Retention acc(64)/acc(256).
-  if (std::find(cfg.budgets.begin(), cfg.budgets.end(), 64) != cfg.budgets.end() &&
-      std::find(cfg.budgets.begin(), cfg.budgets.end(), 256) != cfg.budgets.end()) {
-    md << "\n## Retention: accuracy at N = 64 divided by accuracy at N = 256\n\n"
-       << "Mean over seeds of the per-seed ratio.\n\n| task | noise |";
+  // 3. Retention acc(N)/acc(256) for N = 64 (the paper's statistic) and N = 16.
+  auto retention = [&](Index small, Index large) {
+    if (std::find(cfg.budgets.begin(), cfg.budgets.end(), small) == cfg.budgets.end() ||
+        std::find(cfg.budgets.begin(), cfg.budgets.end(), large) == cfg.budgets.end())
+      return;
+    md << "\n## Retention: accuracy at N = " << small << " divided by accuracy at N = " << large
+       << "\n\nMean over seeds of the per-seed ratio.\n\n| task | noise |";
     for (const std::string& m : method_names) md << " " << m << " |";
     md << "\n|---|---:|";
     for (std::size_t i = 0; i < method_names.size(); ++i) md << "---:|";
@@ -638,11 +661,11 @@ void write_report(const Config& cfg, const std::vector<Run>& runs, double wall_s
       for (double noise : cfg.noise) {
         md << "| " << task_name(task) << " | " << noise << " |";
         for (const std::string& m : method_names) {
-          const auto& a64 = cells[{task_name(task), noise, m, 64}];
-          const auto& a256 = cells[{task_name(task), noise, m, 256}];
+          const auto& a_small = cells[{task_name(task), noise, m, small}];
+          const auto& a_large = cells[{task_name(task), noise, m, large}];
           std::vector<double> ratio;
-          for (std::size_t i = 0; i < a64.size() && i < a256.size(); ++i)
-            ratio.push_back(a64[i] / a256[i]);
+          for (std::size_t i = 0; i < a_small.size() && i < a_large.size(); ++i)
+            ratio.push_back(a_small[i] / a_large[i]);
           overall[m].insert(overall[m].end(), ratio.begin(), ratio.end());
           md << " " << fmt(stats(ratio).mean) << " |";
         }
@@ -651,7 +674,9 @@ void write_report(const Config& cfg, const std::vector<Run>& runs, double wall_s
     md << "| all | all |";
     for (const std::string& m : method_names) md << " **" << fmt(stats(overall[m]).mean) << "** |";
     md << "\n";
-  }
+  };
+  retention(64, 256);
+  retention(16, 256);
 
   // 4. Chosen hyperparameters and time per method.
   md << "\n## Time per run (seconds, mean over runs)\n\n| method | seconds |\n|---|---:|\n";
@@ -713,14 +738,41 @@ void figure_accuracy(const Config& cfg, const std::vector<Run>& runs, double noi
   for (std::size_t t = 0; t < cfg.tasks.size(); ++t) {
     g << "set title '" << task_name(cfg.tasks[t]) << "'\nplot ";
     for (std::size_t m = 0; m < nm; ++m) {
+      static const char* colours[] = {"#444444", "#1b9e77", "#1f78b4", "#d95f02", "#b15928"};
       g << "'" << dat.string() << "' index " << t * nm + m << " using ($1*"
-        << (1.0 + 0.03 * (static_cast<double>(m) - 2.0)) << "):2:3 with yerrorlines lw 2 title '"
-        << method_names[m] << "'" << (m + 1 < nm ? ", " : "\n");
+        << (1.0 + 0.03 * (static_cast<double>(m) - 2.0)) << "):2:3 with yerrorlines lw 2 lc rgb '"
+        << colours[m % 5] << "' dt " << (m < 3 ? 1 : 2) << " title '" << method_names[m]
+        << "' noenhanced" << (m + 1 < nm ? ", " : "\n");
     }
   }
   g << "unset multiplot\n";
   g.close();
   run_gnuplot(script, png);
+}
+
+/// "min distance …, … distinct sites, …% near (±π, ±π)": the smallest pairwise distance of a
+/// 2-D particle cloud, the number of particles farther than 0.05 from every earlier one (the
+/// number of distinct sites they occupy), and the share within 0.3 of the checkerboard's four
+/// spectral peaks.
+std::string cloud_summary(const MatR& omega) {
+  double min_distance = std::numeric_limits<double>::infinity();
+  Index near = 0;
+  Index sites = 0;
+  for (Index k = 0; k < omega.rows(); ++k) {
+    double nearest = std::numeric_limits<double>::infinity();
+    for (Index l = 0; l < k; ++l)
+      nearest = std::min(nearest, static_cast<double>((omega.row(k) - omega.row(l)).norm()));
+    min_distance = std::min(min_distance, nearest);
+    sites += nearest > 0.05;
+    const double a = std::abs(static_cast<double>(omega(k, 0))) - std::numbers::pi;
+    const double b = std::abs(static_cast<double>(omega(k, 1))) - std::numbers::pi;
+    near += std::hypot(a, b) < 0.3;
+  }
+  std::ostringstream os;
+  os << "min distance " << fmt(min_distance, 3) << ", " << sites << " distinct sites, "
+     << fmt(100.0 * static_cast<double>(near) / static_cast<double>(omega.rows()), 0)
+     << "% near (±π, ±π)";
+  return os.str();
 }
 
 /// The particle cloud before and after Phase A on the checkerboard (with and without
@@ -737,44 +789,50 @@ void figure_particles(const Config& cfg) {
   MatR omega0(budget, 2);
   coulomb::fill_standard_normal(omega0, rng);
   omega0 /= static_cast<Real>(sel.bandwidth);
-  // Hyperparameters in the middle of the tuning grid: λ_rel = 1, β = 300, step 6.
+  // Hyperparameters in the middle of the tuning grid: λ_rel = 1, β = 300, step 6; and the
+  // noiseless runs (β = ∞) with and without repulsion, where the collapse is plainest.
   const double lambda = lambda_scale(train, omega0, sel.bandwidth);
-  const PhaseA with{lambda, 300.0, 6.0};
-  const PhaseA without{0.0, 300.0, 6.0};
+  const double inf = std::numeric_limits<double>::infinity();
   coulomb::EnergyLog log_with, log_without;
-  const MatR after_with = run_phase_a(train, omega0, sel.bandwidth, with, cfg.phase_a, 5, log_with);
-  const MatR after_without =
-      run_phase_a(train, omega0, sel.bandwidth, without, cfg.phase_a, 5, log_without);
+  const MatR noisy =
+      run_phase_a(train, omega0, sel.bandwidth, {lambda, 300.0, 6.0}, cfg.phase_a, 5, log_with);
+  run_phase_a(train, omega0, sel.bandwidth, {0.0, 300.0, 6.0}, cfg.phase_a, 5, log_without);
+  const MatR with = run_phase_a(train, omega0, sel.bandwidth, {lambda, inf, 6.0}, cfg.phase_a, 5);
+  const MatR without = run_phase_a(train, omega0, sel.bandwidth, {0.0, inf, 6.0}, cfg.phase_a, 5);
+  const std::vector<std::pair<const MatR*, std::string>> panels{
+      {&omega0, "initial draw N(0, σ^{-2}I), σ = " + fmt(sel.bandwidth, 2)},
+      {&noisy, "after Phase A, λ = " + fmt(lambda, 4) + ", β = 300"},
+      {&with, "after Phase A, λ = " + fmt(lambda, 4) + ", β = ∞"},
+      {&without, "after Phase A, λ = 0 (no repulsion), β = ∞"}};
 
   const auto dat = cfg.out / "particles_checkerboard.dat";
   std::ofstream f(dat);
-  for (const MatR* m : std::vector<const MatR*>{&omega0, &after_with, &after_without}) {
+  double r = 0.0;
+  for (const auto& [m, title] : panels) {
     for (Index k = 0; k < m->rows(); ++k) f << (*m)(k, 0) << " " << (*m)(k, 1) << "\n";
     f << "\n\n";
+    r = std::max(r, 1.1 * static_cast<double>(m->cwiseAbs().maxCoeff()));
   }
   f.close();
   const auto png = cfg.out / "particles_checkerboard.png";
   const auto script = cfg.out / "particles_checkerboard.gp";
   std::ofstream g(script);
-  const double r = 1.2 * static_cast<double>(std::max({omega0.cwiseAbs().maxCoeff(),
-                                                       after_with.cwiseAbs().maxCoeff(),
-                                                       after_without.cwiseAbs().maxCoeff()}));
-  g << "set terminal " << terminal() << " size 1500,520\nset output '" << png.string() << "'\n"
-    << "set multiplot layout 1,3 title 'Checkerboard, N = " << budget
-    << " particles (frequencies ω ∈ R^2), noise 0.1; the label spectrum peaks at (±π, ±π)'\n"
+  g << "set terminal " << terminal() << " size 1100,1100\nset output '" << png.string() << "'\n"
+    << "set multiplot layout 2,2 title 'Checkerboard, N = " << budget
+    << " particles (frequencies ω ∈ R^2), label noise 0.1, " << cfg.phase_a.iterations
+    << " Langevin steps; red circles: the peaks (±π, ±π) of the label spectrum'\n"
     << "set size ratio -1\nset xrange [" << -r << ":" << r << "]\nset yrange [" << -r << ":" << r
     << "]\nset xlabel 'ω_1'\nset ylabel 'ω_2'\nset grid\nunset key\n"
-    << "set object 1 circle at  pi,pi size 0.15 fs empty border rgb 'red' lw 2 front\n"
-    << "set object 2 circle at -pi,pi size 0.15 fs empty border rgb 'red' lw 2 front\n"
-    << "set object 3 circle at pi,-pi size 0.15 fs empty border rgb 'red' lw 2 front\n"
-    << "set object 4 circle at -pi,-pi size 0.15 fs empty border rgb 'red' lw 2 front\n"
-    << "set title 'initial draw N(0, σ^{-2}I), σ = " << fmt(sel.bandwidth, 2) << "'\n"
-    << "plot '" << dat.string() << "' index 0 with points pt 7 ps 0.6\n"
-    << "set title 'after Phase A, λ = " << fmt(lambda, 4) << " (repulsion)'\n"
-    << "plot '" << dat.string() << "' index 1 with points pt 7 ps 0.6 lc rgb '#1b9e77'\n"
-    << "set title 'after Phase A, λ = 0 (no repulsion: collapse)'\n"
-    << "plot '" << dat.string() << "' index 2 with points pt 7 ps 0.6 lc rgb '#d95f02'\n"
-    << "unset multiplot\n";
+    << "set object 1 circle at  pi,pi size 0.3 fs empty border rgb 'red' lw 2 front\n"
+    << "set object 2 circle at -pi,pi size 0.3 fs empty border rgb 'red' lw 2 front\n"
+    << "set object 3 circle at pi,-pi size 0.3 fs empty border rgb 'red' lw 2 front\n"
+    << "set object 4 circle at -pi,-pi size 0.3 fs empty border rgb 'red' lw 2 front\n";
+  const char* colours[] = {"#7570b3", "#1b9e77", "#66a61e", "#d95f02"};
+  for (std::size_t p = 0; p < panels.size(); ++p)
+    g << "set title \"" << panels[p].second << "\\n"
+      << cloud_summary(*panels[p].first) << "\"\nplot '" << dat.string() << "' index " << p
+      << " with points pt 7 ps 0.7 lc rgb '" << colours[p] << "'\n";
+  g << "unset multiplot\n";
   g.close();
   run_gnuplot(script, png);
 
@@ -790,8 +848,9 @@ void figure_particles(const Config& cfg) {
   const auto escript = cfg.out / "energy_checkerboard.gp";
   std::ofstream h(escript);
   h << "set terminal " << terminal() << " size 900,600\nset output '" << epng.string() << "'\n"
-    << "set title 'Energy terms during Phase A (checkerboard, N = " << budget << ", minibatch "
-    << cfg.phase_a.batch << ", cosine step schedule)'\n"
+    << "set title 'Energy terms during Phase A (checkerboard, N = " << budget
+    << ", β = 300, λ = " << fmt(lambda, 4) << ", minibatch " << cfg.phase_a.batch
+    << ", cosine step schedule; minibatch estimates)'\n"
     << "set xlabel 'iteration'\nset ylabel 'energy'\nset grid\nset key top right\n"
     << "plot '" << edat.string() << "' using 1:2 with lines lw 2 title 'alignment E (λ > 0)', "
     << "'' using 1:4 with lines lw 2 title 'λ·W (repulsion)', "

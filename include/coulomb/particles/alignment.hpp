@@ -82,8 +82,8 @@ struct AlignmentOptions {
 template <FeatureMap Map>
 class AlignmentEnergy {
  public:
-  using Scalar = typename Map::Scalar;
-  using MatrixType = Matrix<Scalar>;
+  using Scalar = typename Map::Scalar;  ///< the map's scalar type
+  using MatrixType = Matrix<Scalar>;    ///< inputs, targets, particles and gradients
 
   /// X: n×d inputs; Y: n×C targets (see binary_targets, one_hot_targets).
   template <typename DX, typename DY>

@@ -76,8 +76,11 @@ class RidgeClassifier {
     detail::require_positive(alpha, "coulomb::RidgeClassifier", "alpha");
   }
 
+  /// The penalty α.
   double alpha() const noexcept { return alpha_; }
+  /// The fitted weights w (one per feature; empty before fit).
   const Vector<double>& weights() const noexcept { return weights_; }
+  /// The fitted intercept b.
   double intercept() const noexcept { return intercept_; }
 
   /// Fits on features Φ (n×D) and labels (n entries in {0, 1} or {−1, 1}).

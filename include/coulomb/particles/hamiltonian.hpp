@@ -28,8 +28,8 @@ struct HamiltonianTerms {
 template <typename Alignment>
 class Hamiltonian {
  public:
-  using Scalar = typename Alignment::Scalar;
-  using MatrixType = Matrix<Scalar>;
+  using Scalar = typename Alignment::Scalar;  ///< the alignment's scalar type
+  using MatrixType = Matrix<Scalar>;          ///< particles and gradients
 
   /// `alignment` is referenced, not copied: it must outlive the Hamiltonian.
   Hamiltonian(Alignment& alignment, double lambda, RieszOptions riesz = {})
@@ -38,13 +38,18 @@ class Hamiltonian {
                     "argument 'lambda' must be finite and >= 0, got " + std::to_string(lambda));
   }
 
+  /// λ, the weight of the repulsion.
   double lambda() const noexcept { return lambda_; }
+  /// The repulsion term W_{N,s}.
   const RieszEnergy<Scalar>& repulsion() const noexcept { return riesz_; }
+  /// The alignment term (the object given to the constructor).
   Alignment& alignment() noexcept { return *alignment_; }
   /// The terms of the last evaluation.
   const HamiltonianTerms& terms() const noexcept { return terms_; }
+  /// Number n of samples of the alignment term.
   Index num_samples() const { return alignment_->num_samples(); }
 
+  /// Draws a new minibatch order of the alignment term (see AlignmentEnergy::shuffle).
   template <std::uniform_random_bit_generator G>
   void shuffle(G& rng) {
     alignment_->shuffle(rng);

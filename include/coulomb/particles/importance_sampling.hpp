@@ -158,8 +158,8 @@ struct ImportanceSamplingOptions {
 template <FeatureMap Map>
 class ImportanceSampling {
  public:
-  using Scalar = typename Map::Scalar;
-  using MatrixType = Matrix<Scalar>;
+  using Scalar = typename Map::Scalar;  ///< the pool map's scalar type
+  using MatrixType = Matrix<Scalar>;    ///< inputs, features and particles
 
   /// `pool`: the map holding the M pool particles; X: n×d inputs; Y: n×C targets (see
   /// binary_targets, one_hot_targets). Computes v and solves for q.
@@ -207,6 +207,7 @@ class ImportanceSampling {
   const Vector<double>& weights() const noexcept { return solution_.weights; }
   /// The solver's result (weights, divergence, dual variable, …).
   const ChiSquareSolution& solution() const noexcept { return solution_; }
+  /// The options given to the constructor.
   const ImportanceSamplingOptions& options() const noexcept { return options_; }
 
   /// Indices of `count` pool particles drawn i.i.d. from q (with replacement).

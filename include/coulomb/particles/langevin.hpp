@@ -50,8 +50,10 @@ concept MinibatchObjective = DifferentiableObjective<F, Scalar> &&
 
 /// Π_K for K = the product of balls ‖ω_k‖ ≤ R (each particle projected on its own ball).
 struct BallProjection {
-  double radius = 10.0;
+  double radius = 10.0;  ///< R > 0
+  /// Throws invalid_argument unless R > 0 is finite.
   void validate() const { detail::require_positive(radius, "coulomb::BallProjection", "radius"); }
+  /// Scales every particle (row) with ‖ω_k‖ > R back onto the sphere of radius R.
   template <typename Scalar>
   void project(Matrix<Scalar>& particles) const {
     const Scalar r = static_cast<Scalar>(radius);
@@ -60,6 +62,7 @@ struct BallProjection {
       if (norm > r) particles.row(k) *= r / norm;
     }
   }
+  /// Whether every particle has ‖ω_k‖ ≤ R(1 + tolerance).
   template <typename Scalar>
   bool contains(const Matrix<Scalar>& particles, double tolerance = 1e-6) const {
     return (particles.rowwise().norm().array().template cast<double>() <=
@@ -70,18 +73,21 @@ struct BallProjection {
 
 /// Π_K for K = the box [lower, upper]^d (entrywise clamp).
 struct BoxProjection {
-  double lower = -10.0;
-  double upper = 10.0;
+  double lower = -10.0;  ///< lower bound of every coordinate
+  double upper = 10.0;   ///< upper bound of every coordinate
+  /// Throws invalid_argument unless both bounds are finite and lower < upper.
   void validate() const {
     detail::require(std::isfinite(lower) && std::isfinite(upper) && lower < upper,
                     "coulomb::BoxProjection",
                     "arguments 'lower' and 'upper' must be finite with lower < upper, got [" +
                         std::to_string(lower) + ", " + std::to_string(upper) + "]");
   }
+  /// Clamps every entry to [lower, upper].
   template <typename Scalar>
   void project(Matrix<Scalar>& particles) const {
     particles = particles.cwiseMax(static_cast<Scalar>(lower)).cwiseMin(static_cast<Scalar>(upper));
   }
+  /// Whether every entry is in [lower, upper], widened by tolerance·max(|lower|, |upper|).
   template <typename Scalar>
   bool contains(const Matrix<Scalar>& particles, double tolerance = 1e-6) const {
     const double slack = tolerance * std::max(std::abs(lower), std::abs(upper));
@@ -91,14 +97,25 @@ struct BoxProjection {
 
 /// η_t = η.
 struct ConstantStep {
-  double step_size = 1e-2;
+  double step_size = 1e-2;  ///< η
+  /// Throws invalid_argument unless η > 0 is finite.
+  void validate() const {
+    detail::require_positive(step_size, "coulomb::ConstantStep", "step_size");
+  }
+  /// η_t for step t.
   double operator()(Index) const { return step_size; }
 };
 
 /// η_t = η / (1 + t/τ).
 struct InverseTimeStep {
-  double step_size = 1e-2;
-  double time_scale = 100.0;
+  double step_size = 1e-2;    ///< η
+  double time_scale = 100.0;  ///< τ
+  /// Throws invalid_argument unless η > 0 and τ > 0 are finite.
+  void validate() const {
+    detail::require_positive(step_size, "coulomb::InverseTimeStep", "step_size");
+    detail::require_positive(time_scale, "coulomb::InverseTimeStep", "time_scale");
+  }
+  /// η_t for step t.
   double operator()(Index t) const {
     return step_size / (1.0 + static_cast<double>(t) / time_scale);
   }
@@ -106,9 +123,21 @@ struct InverseTimeStep {
 
 /// η_t = η_min + (η − η_min)(1 + cos(π t/T))/2 over T = max_iterations.
 struct CosineStep {
-  double step_size = 1e-2;
-  double final_step_size = 0.0;
-  Index horizon = 1000;
+  double step_size = 1e-2;       ///< η, at t = 0
+  double final_step_size = 0.0;  ///< η_min, at t ≥ T
+  Index horizon = 1000;          ///< T
+  /// Throws invalid_argument unless η > 0 is finite, 0 ≤ η_min ≤ η and T ≥ 1. (η_min = 0 is
+  /// allowed: steps at t ≥ T then move nothing.)
+  void validate() const {
+    const char* where = "coulomb::CosineStep";
+    detail::require_positive(step_size, where, "step_size");
+    detail::require(final_step_size >= 0.0 && final_step_size <= step_size, where,
+                    "argument 'final_step_size' must be in [0, step_size], got " +
+                        std::to_string(final_step_size));
+    detail::require(horizon >= 1, where,
+                    "argument 'horizon' must be at least 1, got " + std::to_string(horizon));
+  }
+  /// η_t for step t.
   double operator()(Index t) const {
     const double phase = std::min(1.0, static_cast<double>(t) / static_cast<double>(horizon));
     return final_step_size +
@@ -127,16 +156,17 @@ struct LangevinOptions {
 
 /// What a callback sees after each step.
 struct LangevinStep {
-  Index iteration = 0;     ///< 0-based index of the step just taken
-  double energy = 0.0;     ///< objective value at the particles before the step
-  double step_size = 0.0;  ///< η_t used
-  double gradient_norm = 0.0;
+  Index iteration = 0;         ///< 0-based index of the step just taken
+  double energy = 0.0;         ///< objective value at the particles before the step
+  double step_size = 0.0;      ///< η_t used
+  double gradient_norm = 0.0;  ///< ‖∇H‖_F at the particles before the step
 };
 
 /// Projected Langevin dynamics.
 template <typename Projection = BallProjection, typename Schedule = ConstantStep>
 class ProjectedLangevin {
  public:
+  /// Validates the options, the projection and (when it has `validate()`) the schedule.
   explicit ProjectedLangevin(LangevinOptions options = {}, Projection projection = {},
                              Schedule schedule = {})
       : options_(options), projection_(projection), schedule_(schedule) {
@@ -148,10 +178,14 @@ class ProjectedLangevin {
                     "argument 'options.beta' must be positive (or infinity), got " +
                         std::to_string(options.beta));
     projection_.validate();
+    if constexpr (requires { schedule_.validate(); }) schedule_.validate();
   }
 
+  /// The options given to the constructor.
   const LangevinOptions& options() const noexcept { return options_; }
+  /// The projection Π_K.
   const Projection& projection() const noexcept { return projection_; }
+  /// The step-size schedule.
   const Schedule& schedule() const noexcept { return schedule_; }
 
   /// Runs the dynamics from `particles` (N×d, N >= 2), which are projected on K first and
@@ -221,9 +255,9 @@ class ProjectedLangevin {
       }
       last_finite = particles;
       const double eta = schedule_(t);
-      detail::require(eta > 0.0 && std::isfinite(eta), where,
+      detail::require(eta >= 0.0 && std::isfinite(eta), where,
                       "the step size schedule returned " + std::to_string(eta) + " at step " +
-                          std::to_string(t) + "; it must be positive");
+                          std::to_string(t) + "; it must be finite and >= 0");
       [[maybe_unused]] const LangevinStep info{t, energy, eta,
                                                static_cast<double>(gradient.norm())};
       particles -= static_cast<Scalar>(eta * drift_scale) * gradient;

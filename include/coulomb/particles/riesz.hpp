@@ -42,9 +42,10 @@ class RieszEnergy {
   static_assert(RealScalar<ScalarT>, "RieszEnergy is instantiated for float or double");
 
  public:
-  using Scalar = ScalarT;
-  using MatrixType = Matrix<Scalar>;
+  using Scalar = ScalarT;             ///< float or double
+  using MatrixType = Matrix<Scalar>;  ///< particles and gradients
 
+  /// Validates the options: s finite, ε > 0 finite, tile_rows ≥ 1.
   explicit RieszEnergy(RieszOptions options = {}) : options_(options) {
     const char* where = "coulomb::RieszEnergy";
     detail::require(std::isfinite(options.s), where, "argument 'options.s' must be finite");
@@ -52,6 +53,7 @@ class RieszEnergy {
     detail::require(options.tile_rows >= 1, where, "argument 'options.tile_rows' must be >= 1");
   }
 
+  /// The options given to the constructor.
   const RieszOptions& options() const noexcept { return options_; }
 
   /// The exponent used for particles of dimension `dim` (resolves the Coulomb default).
