@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: MIT
+/// @file nn/attention_block.hpp
+/// @brief Multi-head self-attention with its projections: linear attention over a feature map
+/// (the kernel of the paper) or exact softmax attention (the reference), forward and backward
+/// including ∂L/∂Ω. Documented in docs/model.md.
+///
+/// For input X ∈ R^{n×d} (n = B·L tokens, one per row, d = H·d_head):
+///   Q = X W_Q + b_Q,  K = X W_K + b_K (or K = Q when queries and keys are tied),
+///   V = X W_V + b_V,  A = attention(Q, K, V, mask),  Y = A W_O + b_O.
+/// The attention modules apply the scale s = d_head^{-1/4} to Q and K themselves
+/// (AttentionOptions::input_scale), so Q and K enter them unscaled: with FAVOR+ or PORF-exp
+/// features φ(sq)ᵀφ(sk) estimates exp(qᵀk/√d_head), the kernel of softmax attention. Head h is
+/// columns [h·d_head, (h+1)·d_head) of Q, K, V and A (attention/layout.hpp). With tied queries
+/// and keys, the one projection receives the sum of both gradients.
+#pragma once
+
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+
+#include <Eigen/Core>
+
+#include "../attention/layout.hpp"
+#include "../attention/linear_attention.hpp"
+#include "../attention/softmax_attention.hpp"
+#include "../core/check.hpp"
+#include "../core/config.hpp"
+#include "../features/feature_map.hpp"
+#include "layers.hpp"
+#include "parameter.hpp"
+
+namespace coulomb::nn {
+
+/// Which attention a model uses.
+enum class AttentionKind {
+  linear,  ///< linear (kernelized) attention over the model's feature map
+  softmax  ///< exact softmax attention (no feature map, no Ω)
+};
+
+/// Name of an AttentionKind value ("linear" or "softmax").
+inline const char* to_string(AttentionKind kind) noexcept {
+  return kind == AttentionKind::linear ? "linear" : "softmax";
+}
+
+/// Multi-head self-attention block (see the file comment). With AttentionKind::linear, one
+/// feature map (one Ω ∈ R^{m×d_head}) is shared by the heads of the block.
+template <RealScalar Scalar, FeatureMap Map>
+class MultiHeadAttention {
+  static_assert(std::is_same_v<typename Map::Scalar, Scalar>,
+                "MultiHeadAttention: the feature map's scalar type must be the block's");
+
+ public:
+  using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
+  using ConstRef = Eigen::Ref<const MatrixType>;  ///< how inputs are taken (no copy)
+  using Linearized = LinearAttention<Map>;        ///< the linear attention module
+  using Exact = SoftmaxAttention<Scalar>;         ///< the softmax attention module
+
+  /// Linear attention over a copy of `map` (input_dim() = d_model / options.num_heads), with
+  /// model width `d_model`; queries and keys share one projection if `tied_qk`. Projections
+  /// are zero until initialize(). Throws invalid_argument if d_model is not num_heads ×
+  /// map.input_dim(), or for bad options.
+  MultiHeadAttention(Index d_model, const Map& map, AttentionOptions options, bool tied_qk)
+      : kind_(AttentionKind::linear), tied_(tied_qk), exact_(options) {
+    const char* where = "coulomb::nn::MultiHeadAttention::constructor";
+    check_width(d_model, options, where);
+    detail::require(
+        map.input_dim() * options.num_heads == d_model, where,
+        "argument 'map' has input_dim " + std::to_string(map.input_dim()) +
+            ", expected d_model / num_heads = " + std::to_string(d_model / options.num_heads));
+    linear_.emplace(map, options);
+    make_projections(d_model);
+  }
+
+  /// Exact softmax attention with model width `d_model`.
+  MultiHeadAttention(Index d_model, AttentionOptions options, bool tied_qk)
+      : kind_(AttentionKind::softmax), tied_(tied_qk), exact_(options) {
+    check_width(d_model, options, "coulomb::nn::MultiHeadAttention::constructor");
+    make_projections(d_model);
+  }
+
+  /// Xavier-uniform projections, zero biases; draws W_Q, (W_K,) W_V, W_O in that order.
+  template <std::uniform_random_bit_generator G>
+  void initialize(G& rng) {
+    w_q_.initialize(rng);
+    if (!tied_) w_k_.initialize(rng);
+    w_v_.initialize(rng);
+    w_o_.initialize(rng);
+  }
+
+  /// The attention kind.
+  AttentionKind kind() const noexcept { return kind_; }
+  /// Whether queries and keys share one projection.
+  bool tied() const noexcept { return tied_; }
+  /// Model width d.
+  Index model_dim() const noexcept { return w_q_.input_dim(); }
+  /// Number of heads H.
+  Index num_heads() const noexcept { return exact_.num_heads(); }
+  /// Width of a head, d / H.
+  Index head_dim() const noexcept { return model_dim() / num_heads(); }
+  /// The factor s the attention applies to queries and keys (d_head^{-1/4} by default).
+  Scalar input_scale() const {
+    return static_cast<Scalar>(detail::attention_input_scale(
+        "coulomb::nn::MultiHeadAttention::input_scale", exact_.options(), head_dim()));
+  }
+
+  /// The feature map (linear attention only; throws invalid_argument for softmax attention).
+  const Map& feature_map() const {
+    require_linear("feature_map");
+    return linear_->feature_map(0);
+  }
+  /// The feature map, mutable: set_omega or redraw between calls (not between a forward and
+  /// its backward).
+  Map& feature_map() {
+    require_linear("feature_map");
+    return linear_->feature_map(0);
+  }
+
+  /// Whether backward computes ∂L/∂Ω (linear attention).
+  bool omega_gradient() const noexcept {
+    return kind_ == AttentionKind::linear && linear_->options().omega_gradient;
+  }
+  /// Turns the computation of ∂L/∂Ω on or off (off: the frozen-kernel mode, one GEMM less).
+  void set_omega_gradient(bool on) {
+    if (kind_ != AttentionKind::linear || linear_->options().omega_gradient == on) return;
+    AttentionOptions opt = linear_->options();
+    opt.omega_gradient = on;
+    Map map = linear_->feature_map(0);
+    linear_.emplace(std::move(map), opt);
+  }
+
+  /// Y = A W_O + b_O for the input X (n × d) and the padding mask (L × B, n = L·B); Y resized
+  /// to n × d. Keeps Q, K, V and A for backward and for keys().
+  void forward(const ConstRef& X, const PaddingMask& mask, MatrixType& Y) {
+    const char* where = "coulomb::nn::MultiHeadAttention::forward";
+    detail::require_cols(X, model_dim(), where, "X");
+    detail::require(X.rows() == mask.size(), where,
+                    "argument 'X' has " + std::to_string(X.rows()) + " rows, expected L x B = " +
+                        std::to_string(mask.size()) + " (the size of 'mask')");
+    w_q_.forward(X, q_);
+    if (!tied_) w_k_.forward(X, k_);
+    w_v_.forward(X, v_);
+    if (kind_ == AttentionKind::linear)
+      linear_->forward(q_, keys(), v_, mask, a_, linear_ws_);
+    else
+      exact_.forward(q_, keys(), v_, mask, a_, exact_ws_);
+    w_o_.forward(a_, Y);
+  }
+
+  /// Given dY = ∂L/∂Y of the last forward on X (same mask): adds the gradients of the
+  /// projections, keeps ∂L/∂Ω (last_omega_gradient(), if omega_gradient()), and writes
+  /// dX = ∂L/∂X (resized; must not alias dY).
+  void backward(const ConstRef& X, const PaddingMask& mask, const ConstRef& dY, MatrixType& dX) {
+    const char* where = "coulomb::nn::MultiHeadAttention::backward";
+    detail::require_shape(X, q_.rows(), model_dim(), where, "X");
+    detail::require_shape(dY, q_.rows(), model_dim(), where, "dY");
+    w_o_.backward(a_, dY, da_);
+    if (kind_ == AttentionKind::linear)
+      linear_->backward(q_, keys(), v_, mask, a_, da_, grads_, linear_ws_);
+    else
+      exact_.backward(q_, keys(), v_, mask, a_, da_, grads_, exact_ws_);
+    if (tied_) {
+      grads_.dQ += grads_.dK;
+      w_q_.backward(X, grads_.dQ, dX);
+    } else {
+      w_q_.backward(X, grads_.dQ, dX);
+      w_k_.backward_add(X, grads_.dK, dX);
+    }
+    w_v_.backward_add(X, grads_.dV, dX);
+  }
+
+  /// ∂L/∂Ω of the last backward (m × d_head), summed over heads and sequences; empty when
+  /// omega_gradient() is false.
+  const MatrixType& last_omega_gradient() const noexcept {
+    static const MatrixType empty;
+    return grads_.dOmega.empty() ? empty : grads_.dOmega[0];
+  }
+
+  /// The keys K of the last forward (n × d, unscaled; the queries when tied).
+  const MatrixType& keys() const noexcept { return tied_ ? q_ : k_; }
+  /// The queries Q of the last forward (n × d, unscaled).
+  const MatrixType& queries() const noexcept { return q_; }
+
+  /// Sets the gradients of the projections to zero.
+  void zero_grad() {
+    w_q_.zero_grad();
+    w_k_.zero_grad();
+    w_v_.zero_grad();
+    w_o_.zero_grad();
+  }
+
+  /// Appends prefix + w_q, b_q, (w_k, b_k unless tied), w_v, b_v, w_o, b_o.
+  void append_parameters(ParameterList<Scalar>& list, const std::string& prefix) {
+    w_q_.append_parameters(list, prefix, "w_q", "b_q");
+    if (!tied_) w_k_.append_parameters(list, prefix, "w_k", "b_k");
+    w_v_.append_parameters(list, prefix, "w_v", "b_v");
+    w_o_.append_parameters(list, prefix, "w_o", "b_o");
+  }
+
+  /// The query projection (also the key projection when tied).
+  Linear<Scalar>& query_projection() noexcept { return w_q_; }
+  /// The key projection (unused when tied).
+  Linear<Scalar>& key_projection() noexcept { return w_k_; }
+  /// The value projection.
+  Linear<Scalar>& value_projection() noexcept { return w_v_; }
+  /// The output projection.
+  Linear<Scalar>& output_projection() noexcept { return w_o_; }
+
+ private:
+  static void check_width(Index d_model, const AttentionOptions& options, const char* where) {
+    detail::check_attention_options(where, options);
+    detail::require(d_model >= 1 && d_model % options.num_heads == 0, where,
+                    "argument 'd_model' (" + std::to_string(d_model) +
+                        ") must be a positive multiple of options.num_heads (" +
+                        std::to_string(options.num_heads) + ")");
+  }
+
+  void make_projections(Index d) {
+    w_q_ = Linear<Scalar>(d, d);
+    if (!tied_) w_k_ = Linear<Scalar>(d, d);
+    w_v_ = Linear<Scalar>(d, d);
+    w_o_ = Linear<Scalar>(d, d);
+  }
+
+  void require_linear(const char* function) const {
+    detail::require(kind_ == AttentionKind::linear,
+                    std::string("coulomb::nn::MultiHeadAttention::") + function,
+                    "this block uses softmax attention, which has no feature map");
+  }
+
+  AttentionKind kind_;
+  bool tied_;
+  std::optional<Linearized> linear_;
+  Exact exact_;
+  Linear<Scalar> w_q_, w_k_, w_v_, w_o_;
+  typename Linearized::Workspace linear_ws_;
+  typename Exact::Workspace exact_ws_;
+  AttentionGradients<Scalar> grads_;
+  MatrixType q_, k_, v_, a_, da_;
+};
+
+}  // namespace coulomb::nn

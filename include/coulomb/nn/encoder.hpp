@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: MIT
+/// @file nn/encoder.hpp
+/// @brief One pre-norm Transformer encoder layer with its backward. Documented in
+/// docs/model.md.
+///
+/// Pre-norm residual blocks (Xiong et al., *On Layer Normalization in the Transformer
+/// Architecture*, ICML 2020), acting on the residual stream x ∈ R^{n×d} in place:
+///   x ← x + Dropout(MHA(LN₁(x)))
+///   x ← x + Dropout(W₂ GELU(W₁ LN₂(x) + b₁) + b₂),  W₁ ∈ R^{d×d_ff}, W₂ ∈ R^{d_ff×d}.
+/// The backward runs the same steps in reverse on the gradient of the stream, also in place:
+/// the identity path of each residual carries the gradient through unchanged, and the branch
+/// adds its input gradient.
+#pragma once
+
+#include <random>
+#include <string>
+
+#include <Eigen/Core>
+
+#include "../attention/layout.hpp"
+#include "../core/check.hpp"
+#include "../core/config.hpp"
+#include "attention_block.hpp"
+#include "layers.hpp"
+#include "parameter.hpp"
+
+namespace coulomb::nn {
+
+/// Sizes and options of one encoder layer.
+struct EncoderLayerOptions {
+  Index d_model = 64;            ///< width d of the residual stream
+  Index d_ff = 256;              ///< hidden width of the feed-forward block
+  double dropout = 0.1;          ///< rate after the attention and feed-forward branches
+  double layer_norm_eps = 1e-5;  ///< ε of both layer norms
+  bool tied_qk = false;          ///< one projection for queries and keys
+  AttentionOptions attention{};  ///< num_heads, threads, ... of the attention
+};
+
+/// One pre-norm encoder layer (see the file comment).
+template <RealScalar Scalar, FeatureMap Map>
+class EncoderLayer {
+ public:
+  using MatrixType = Matrix<Scalar>;                  ///< dense column-major matrix
+  using ConstRef = Eigen::Ref<const MatrixType>;      ///< how inputs are taken (no copy)
+  using Attention = MultiHeadAttention<Scalar, Map>;  ///< the attention block
+
+  /// A layer with linear attention over a copy of `map`.
+  EncoderLayer(const EncoderLayerOptions& options, const Map& map)
+      : norm1_(options.d_model, options.layer_norm_eps),
+        attention_(options.d_model, map, options.attention, options.tied_qk),
+        dropout1_(options.dropout),
+        norm2_(options.d_model, options.layer_norm_eps),
+        ffn1_(options.d_model, options.d_ff),
+        ffn2_(options.d_ff, options.d_model),
+        dropout2_(options.dropout) {}
+
+  /// A layer with exact softmax attention.
+  explicit EncoderLayer(const EncoderLayerOptions& options)
+      : norm1_(options.d_model, options.layer_norm_eps),
+        attention_(options.d_model, options.attention, options.tied_qk),
+        dropout1_(options.dropout),
+        norm2_(options.d_model, options.layer_norm_eps),
+        ffn1_(options.d_model, options.d_ff),
+        ffn2_(options.d_ff, options.d_model),
+        dropout2_(options.dropout) {}
+
+  /// Norms to γ = 1, β = 0; attention projections, then W₁, then W₂ Xavier-uniform from
+  /// `rng`; zero biases.
+  template <std::uniform_random_bit_generator G>
+  void initialize(G& rng) {
+    norm1_.initialize();
+    norm2_.initialize();
+    attention_.initialize(rng);
+    ffn1_.initialize(rng);
+    ffn2_.initialize(rng);
+  }
+
+  /// x ← layer(x) in place, for x of n × d with n = mask.size(). With `training`, the two
+  /// dropouts draw their masks from `rng` (attention branch first).
+  template <std::uniform_random_bit_generator G>
+  void forward(MatrixType& x, const PaddingMask& mask, bool training, G& rng) {
+    norm1_.forward(x, h1_);
+    attention_.forward(h1_, mask, branch_);
+    dropout1_.forward(branch_, training, rng);
+    x += branch_;
+    norm2_.forward(x, h2_);
+    ffn1_.forward(h2_, f1_);
+    gelu_.forward(f1_, g_);
+    ffn2_.forward(g_, branch_);
+    dropout2_.forward(branch_, training, rng);
+    x += branch_;
+  }
+
+  /// dx ← ∂L/∂(layer input) in place, given dx = ∂L/∂(layer output) of the last forward
+  /// (same mask). Adds the parameter gradients.
+  void backward(MatrixType& dx, const PaddingMask& mask) {
+    dbranch_ = dx;
+    dropout2_.backward(dbranch_);
+    ffn2_.backward(g_, dbranch_, dg_);
+    gelu_.backward(f1_, dg_, dg_);
+    ffn1_.backward(h2_, dg_, dh_);
+    norm2_.backward(dh_, dnorm_);
+    dx += dnorm_;
+    dbranch_ = dx;
+    dropout1_.backward(dbranch_);
+    attention_.backward(h1_, mask, dbranch_, dh_);
+    norm1_.backward(dh_, dnorm_);
+    dx += dnorm_;
+  }
+
+  /// Sets every parameter gradient to zero.
+  void zero_grad() {
+    norm1_.zero_grad();
+    attention_.zero_grad();
+    norm2_.zero_grad();
+    ffn1_.zero_grad();
+    ffn2_.zero_grad();
+  }
+
+  /// Appends prefix + norm1.{gain,bias}, attention.{w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o},
+  /// norm2.{gain,bias}, ffn.{w_1, b_1, w_2, b_2}; Ω is not among them (the model owns it).
+  /// `after_attention` is called between the attention and norm2, so that a caller can insert
+  /// parameters of the attention (Ω) in that position.
+  template <typename F>
+  void append_parameters(ParameterList<Scalar>& list, const std::string& prefix,
+                         F&& after_attention) {
+    norm1_.append_parameters(list, prefix + "norm1.");
+    attention_.append_parameters(list, prefix + "attention.");
+    after_attention(list);
+    norm2_.append_parameters(list, prefix + "norm2.");
+    ffn1_.append_parameters(list, prefix + "ffn.", "w_1", "b_1");
+    ffn2_.append_parameters(list, prefix + "ffn.", "w_2", "b_2");
+  }
+
+  /// The attention block.
+  Attention& attention() noexcept { return attention_; }
+  /// The attention block, read-only.
+  const Attention& attention() const noexcept { return attention_; }
+  /// The first layer norm (before attention).
+  LayerNorm<Scalar>& norm1() noexcept { return norm1_; }
+  /// The second layer norm (before the feed-forward block).
+  LayerNorm<Scalar>& norm2() noexcept { return norm2_; }
+  /// W₁, b₁.
+  Linear<Scalar>& ffn_in() noexcept { return ffn1_; }
+  /// W₂, b₂.
+  Linear<Scalar>& ffn_out() noexcept { return ffn2_; }
+
+ private:
+  LayerNorm<Scalar> norm1_;
+  Attention attention_;
+  Dropout<Scalar> dropout1_;
+  LayerNorm<Scalar> norm2_;
+  Linear<Scalar> ffn1_, ffn2_;
+  Gelu<Scalar> gelu_;
+  Dropout<Scalar> dropout2_;
+  MatrixType h1_, h2_, f1_, g_, branch_;
+  MatrixType dbranch_, dg_, dh_, dnorm_;
+};
+
+}  // namespace coulomb::nn

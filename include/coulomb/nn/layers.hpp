@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: MIT
+/// @file nn/layers.hpp
+/// @brief The dense building blocks of the Transformer classifier, each with a forward and a
+/// hand-written backward pass: Linear, LayerNorm, GELU and Dropout. Documented in
+/// docs/model.md.
+///
+/// Layout: a batch of n tokens of width d is a column-major n×d matrix (one token per row, the
+/// layout of attention/layout.hpp). Conventions shared by every layer of nn/:
+/// - `forward` resizes its outputs; a layer with state (LayerNorm, Dropout) keeps what its
+///   backward needs, so `backward` must follow the `forward` of the same input;
+/// - `backward` adds the gradients of the layer's parameters to their gradient matrices
+///   (`zero_grad()` clears them) and writes the gradient of the input;
+/// - buffers are members and keep their size, so calls of a stable shape allocate nothing
+///   in nn/ (Eigen's GEMM may still use its own blocking buffers for large products);
+/// - vectors that are parameters (biases, gains) are k×1 matrices, as ParameterRef expects.
+///
+/// GELU is the tanh form of Hendrycks & Gimpel (*Gaussian Error Linear Units*, 2016), the one
+/// of BERT and GPT-2: gelu(x) = x/2 · (1 + tanh(√(2/π) (x + 0.044715 x³))). LayerNorm: Ba, Kiros
+/// & Hinton, *Layer Normalization*, 2016. Dropout: Srivastava et al., JMLR 2014 (inverted: the
+/// kept entries are scaled by 1/(1 − p), so evaluation is the identity).
+#pragma once
+
+#include <cmath>
+#include <numbers>
+#include <random>
+#include <string>
+
+#include <Eigen/Core>
+
+#include "../core/check.hpp"
+#include "../core/config.hpp"
+#include "../core/random.hpp"
+#include "parameter.hpp"
+
+namespace coulomb {
+
+namespace detail {
+
+/// Fills `w` with the Xavier/Glorot uniform distribution U(−a, a), a = √(6 / (rows + cols)).
+template <typename Scalar, std::uniform_random_bit_generator G>
+void nn_xavier_uniform(Matrix<Scalar>& w, G& rng) {
+  const double a = std::sqrt(6.0 / static_cast<double>(w.rows() + w.cols()));
+  fill_uniform(w, -a, a, rng);
+}
+
+/// Fills `w` with N(0, stddev²) draws.
+template <typename Scalar, std::uniform_random_bit_generator G>
+void nn_normal(Matrix<Scalar>& w, double stddev, G& rng) {
+  fill_standard_normal(w, rng);
+  w *= static_cast<Scalar>(stddev);
+}
+
+/// Throws unless `dim` >= 1; names the argument.
+inline void nn_require_dim(Index dim, const char* where, const char* name) {
+  require(dim >= 1, where,
+          std::string("argument '") + name + "' must be at least 1, got " + std::to_string(dim));
+}
+
+}  // namespace detail
+
+namespace nn {
+
+/// Affine layer Y = X W + 1 bᵀ with W ∈ R^{in×out} (weight) and b ∈ R^{out} (bias, out×1).
+/// W is stored input-major (in × out), so the forward is one GEMM on the row-per-token layout.
+template <RealScalar Scalar>
+class Linear {
+ public:
+  using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
+  using ConstRef = Eigen::Ref<const MatrixType>;  ///< how inputs are taken (no copy)
+
+  /// An empty layer (0 × 0); assign a sized one before use.
+  Linear() = default;
+
+  /// A layer from `input_dim` to `output_dim` features with zero weight and bias (call
+  /// initialize). Throws invalid_argument for a dimension below 1.
+  Linear(Index input_dim, Index output_dim) {
+    const char* where = "coulomb::nn::Linear::constructor";
+    detail::nn_require_dim(input_dim, where, "input_dim");
+    detail::nn_require_dim(output_dim, where, "output_dim");
+    w_.setZero(input_dim, output_dim);
+    dw_.setZero(input_dim, output_dim);
+    b_.setZero(output_dim, 1);
+    db_.setZero(output_dim, 1);
+  }
+
+  /// Xavier-uniform weight, U(−a, a) with a = √(6 / (in + out)); zero bias.
+  template <std::uniform_random_bit_generator G>
+  void initialize(G& rng) {
+    detail::nn_xavier_uniform(w_, rng);
+    b_.setZero();
+  }
+
+  /// Number of input features.
+  Index input_dim() const noexcept { return w_.rows(); }
+  /// Number of output features.
+  Index output_dim() const noexcept { return w_.cols(); }
+
+  /// Y = X W + 1 bᵀ (Y resized to n × out). X must have input_dim() columns; Y must not
+  /// alias X.
+  void forward(const ConstRef& X, MatrixType& Y) const {
+    detail::require_cols(X, input_dim(), "coulomb::nn::Linear::forward", "X");
+    Y.noalias() = X * w_;
+    Y.rowwise() += b_.col(0).transpose();
+  }
+
+  /// Given dY = ∂L/∂Y for the input X of the forward: ∂L/∂W += Xᵀ dY, ∂L/∂b += dYᵀ 1, and
+  /// dX = dY Wᵀ (overwritten; must not alias dY).
+  void backward(const ConstRef& X, const ConstRef& dY, MatrixType& dX) {
+    backward_params(X, dY);
+    dX.noalias() = dY * w_.transpose();
+  }
+
+  /// As backward, but adds dY Wᵀ to dX (which must already be n × in): for an input that
+  /// feeds several layers (the query, key and value projections).
+  void backward_add(const ConstRef& X, const ConstRef& dY, MatrixType& dX) {
+    backward_params(X, dY);
+    detail::require_shape(dX, dY.rows(), input_dim(), "coulomb::nn::Linear::backward_add", "dX");
+    dX.noalias() += dY * w_.transpose();
+  }
+
+  /// Only the parameter gradients: ∂L/∂W += Xᵀ dY, ∂L/∂b += dYᵀ 1.
+  void backward_params(const ConstRef& X, const ConstRef& dY) {
+    const char* where = "coulomb::nn::Linear::backward";
+    detail::require_cols(X, input_dim(), where, "X");
+    detail::require_shape(dY, X.rows(), output_dim(), where, "dY");
+    dw_.noalias() += X.transpose() * dY;
+    db_.col(0).noalias() += dY.colwise().sum().transpose();
+  }
+
+  /// Sets the parameter gradients to zero.
+  void zero_grad() {
+    dw_.setZero();
+    db_.setZero();
+  }
+
+  /// Appends `prefix + weight_name` (decayed) and `prefix + bias_name` (not decayed).
+  void append_parameters(ParameterList<Scalar>& list, const std::string& prefix,
+                         const char* weight_name = "weight", const char* bias_name = "bias") {
+    list.push_back({prefix + weight_name, &w_, &dw_, true, true});
+    list.push_back({prefix + bias_name, &b_, &db_, true, false});
+  }
+
+  /// The weight W (in × out).
+  const MatrixType& weight() const noexcept { return w_; }
+  /// The weight W, mutable.
+  MatrixType& weight() noexcept { return w_; }
+  /// The bias b (out × 1).
+  const MatrixType& bias() const noexcept { return b_; }
+  /// The bias b, mutable.
+  MatrixType& bias() noexcept { return b_; }
+  /// ∂L/∂W accumulated since the last zero_grad().
+  const MatrixType& weight_gradient() const noexcept { return dw_; }
+  /// ∂L/∂b accumulated since the last zero_grad().
+  const MatrixType& bias_gradient() const noexcept { return db_; }
+
+ private:
+  MatrixType w_, b_, dw_, db_;
+};
+
+/// Layer normalization over the features of each token (row):
+///   y = (x − μ) / √(σ² + ε) ⊙ γ + β,  μ, σ² the mean and (biased) variance of the row,
+/// with gain γ (initialized to 1) and bias β (initialized to 0), both dim × 1.
+template <RealScalar Scalar>
+class LayerNorm {
+ public:
+  using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
+  using VectorType = Vector<Scalar>;              ///< dense column vector
+  using ConstRef = Eigen::Ref<const MatrixType>;  ///< how inputs are taken (no copy)
+
+  /// An empty layer; assign a sized one before use.
+  LayerNorm() = default;
+
+  /// Normalization over `dim` features with ε = `epsilon` (> 0); γ = 1, β = 0. Throws
+  /// invalid_argument for dim < 1 or ε not positive and finite.
+  explicit LayerNorm(Index dim, double epsilon = 1e-5) : epsilon_(static_cast<Scalar>(epsilon)) {
+    const char* where = "coulomb::nn::LayerNorm::constructor";
+    detail::nn_require_dim(dim, where, "dim");
+    detail::require_positive(epsilon, where, "epsilon");
+    gain_.setOnes(dim, 1);
+    bias_.setZero(dim, 1);
+    dgain_.setZero(dim, 1);
+    dbias_.setZero(dim, 1);
+  }
+
+  /// Resets γ = 1 and β = 0.
+  void initialize() {
+    gain_.setOnes();
+    bias_.setZero();
+  }
+
+  /// Number of features.
+  Index dim() const noexcept { return gain_.rows(); }
+  /// ε.
+  Scalar epsilon() const noexcept { return epsilon_; }
+
+  /// Y = LayerNorm(X) (resized to n × dim; must not alias X). Keeps the normalized input and
+  /// 1/√(σ² + ε) of each row for backward.
+  void forward(const ConstRef& X, MatrixType& Y) {
+    detail::require_cols(X, dim(), "coulomb::nn::LayerNorm::forward", "X");
+    const Index n = X.rows();
+    const Index d = dim();
+    const Scalar inv_d = Scalar(1) / static_cast<Scalar>(d);
+    mean_.setZero(n);
+    for (Index j = 0; j < d; ++j) mean_ += X.col(j);
+    mean_ *= inv_d;
+    xhat_.resize(n, d);
+    rstd_.setZero(n);
+    for (Index j = 0; j < d; ++j) {
+      xhat_.col(j) = X.col(j) - mean_;
+      rstd_.array() += xhat_.col(j).array().square();
+    }
+    rstd_ = (rstd_.array() * inv_d + epsilon_).rsqrt();
+    Y.resize(n, d);
+    for (Index j = 0; j < d; ++j) {
+      xhat_.col(j).array() *= rstd_.array();
+      Y.col(j).array() = xhat_.col(j).array() * gain_(j, 0) + bias_(j, 0);
+    }
+  }
+
+  /// Given dY = ∂L/∂Y of the last forward: ∂L/∂γ += Σ_rows dY ⊙ x̂, ∂L/∂β += Σ_rows dY, and
+  ///   dX = r ⊙ (g − mean_row(g) − x̂ ⊙ mean_row(g ⊙ x̂)),  g = dY ⊙ γ,  r = 1/√(σ² + ε)
+  /// (overwritten; must not alias dY). Throws invalid_argument if dY does not have the shape of
+  /// the last forward's output.
+  void backward(const ConstRef& dY, MatrixType& dX) {
+    detail::require_shape(dY, xhat_.rows(), dim(), "coulomb::nn::LayerNorm::backward", "dY");
+    const Index n = dY.rows();
+    const Index d = dim();
+    const Scalar inv_d = Scalar(1) / static_cast<Scalar>(d);
+    dX.resize(n, d);
+    sum_g_.setZero(n);
+    sum_gx_.setZero(n);
+    for (Index j = 0; j < d; ++j) {
+      dgain_(j, 0) += dY.col(j).dot(xhat_.col(j));
+      dbias_(j, 0) += dY.col(j).sum();
+      dX.col(j) = dY.col(j) * gain_(j, 0);
+      sum_g_ += dX.col(j);
+      sum_gx_.array() += dX.col(j).array() * xhat_.col(j).array();
+    }
+    sum_g_ *= inv_d;
+    sum_gx_ *= inv_d;
+    for (Index j = 0; j < d; ++j) {
+      dX.col(j).array() = rstd_.array() * (dX.col(j).array() - sum_g_.array() -
+                                           xhat_.col(j).array() * sum_gx_.array());
+    }
+  }
+
+  /// Sets the parameter gradients to zero.
+  void zero_grad() {
+    dgain_.setZero();
+    dbias_.setZero();
+  }
+
+  /// Appends `prefix + "gain"` and `prefix + "bias"` (neither decayed).
+  void append_parameters(ParameterList<Scalar>& list, const std::string& prefix) {
+    list.push_back({prefix + "gain", &gain_, &dgain_, true, false});
+    list.push_back({prefix + "bias", &bias_, &dbias_, true, false});
+  }
+
+  /// γ (dim × 1).
+  const MatrixType& gain() const noexcept { return gain_; }
+  /// γ, mutable.
+  MatrixType& gain() noexcept { return gain_; }
+  /// β (dim × 1).
+  const MatrixType& bias() const noexcept { return bias_; }
+  /// β, mutable.
+  MatrixType& bias() noexcept { return bias_; }
+  /// ∂L/∂γ accumulated since the last zero_grad().
+  const MatrixType& gain_gradient() const noexcept { return dgain_; }
+  /// ∂L/∂β accumulated since the last zero_grad().
+  const MatrixType& bias_gradient() const noexcept { return dbias_; }
+
+ private:
+  MatrixType gain_, bias_, dgain_, dbias_;
+  MatrixType xhat_;
+  VectorType mean_, rstd_, sum_g_, sum_gx_;
+  Scalar epsilon_ = Scalar(1e-5);
+};
+
+/// GELU, tanh form: gelu(x) = x/2 · (1 + tanh(u)), u = √(2/π) (x + 0.044715 x³), applied
+/// entrywise. Its derivative is
+///   gelu′(x) = (1 + t)/2 + x/2 · (1 − t²) · √(2/π) (1 + 3 · 0.044715 x²),  t = tanh(u).
+/// No parameters; backward recomputes t from the forward's input.
+template <RealScalar Scalar>
+class Gelu {
+ public:
+  using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
+  using ConstRef = Eigen::Ref<const MatrixType>;  ///< how inputs are taken (no copy)
+
+  /// Y = gelu(X) (resized to the shape of X).
+  void forward(const ConstRef& X, MatrixType& Y) const {
+    Y.resize(X.rows(), X.cols());
+    for (Index j = 0; j < X.cols(); ++j) {
+      const auto x = X.col(j).array();
+      Y.col(j).array() = Scalar(0.5) * x * (Scalar(1) + (c0 * (x + c1 * x.cube())).tanh());
+    }
+  }
+
+  /// dX = dY ⊙ gelu′(X) for the forward's input X (resized; may alias dY).
+  void backward(const ConstRef& X, const ConstRef& dY, MatrixType& dX) {
+    detail::require_shape(dY, X.rows(), X.cols(), "coulomb::nn::Gelu::backward", "dY");
+    dX.resize(X.rows(), X.cols());
+    for (Index j = 0; j < X.cols(); ++j) {
+      const auto x = X.col(j).array();
+      t_ = (c0 * (x + c1 * x.cube())).tanh();
+      dX.col(j).array() = dY.col(j).array() * (Scalar(0.5) * (Scalar(1) + t_.array()) +
+                                               Scalar(0.5) * x * (Scalar(1) - t_.array().square()) *
+                                                   c0 * (Scalar(1) + c3 * x.square()));
+    }
+  }
+
+ private:
+  static constexpr Scalar c0 = static_cast<Scalar>(0.79788456080286535588);  // √(2/π)
+  static constexpr Scalar c1 = static_cast<Scalar>(0.044715);
+  static constexpr Scalar c3 = static_cast<Scalar>(3 * 0.044715);
+  Vector<Scalar> t_;  // tanh(u) of one column
+};
+
+/// Inverted dropout with rate p: in training, each entry is kept with probability 1 − p and
+/// scaled by 1/(1 − p), or set to 0; in evaluation it is the identity. The mask of the last
+/// training forward is kept for backward. The draws come from the generator passed to forward,
+/// one uniform01 per entry in column-major order, so a given generator state gives the same
+/// mask.
+template <RealScalar Scalar>
+class Dropout {
+ public:
+  using MatrixType = Matrix<Scalar>;  ///< dense column-major matrix
+
+  /// Dropout with rate `rate` in [0, 1). Throws invalid_argument otherwise.
+  explicit Dropout(double rate = 0.0) : rate_(rate) {
+    detail::require(std::isfinite(rate) && rate >= 0.0 && rate < 1.0,
+                    "coulomb::nn::Dropout::constructor",
+                    "argument 'rate' must be in [0, 1), got " + std::to_string(rate));
+  }
+
+  /// The rate p.
+  double rate() const noexcept { return rate_; }
+
+  /// Whether the last forward applied a mask (training with p > 0).
+  bool active() const noexcept { return active_; }
+
+  /// The mask of the last forward (entries 0 or 1/(1 − p)); meaningful when active().
+  const MatrixType& mask() const noexcept { return mask_; }
+
+  /// X ← X ⊙ mask in place. With `training` and p > 0 a new mask is drawn from `rng`;
+  /// otherwise X is unchanged and backward is the identity.
+  template <std::uniform_random_bit_generator G>
+  void forward(MatrixType& X, bool training, G& rng) {
+    active_ = training && rate_ > 0.0;
+    if (!active_) return;
+    const auto keep = static_cast<Scalar>(1.0 / (1.0 - rate_));
+    mask_.resize(X.rows(), X.cols());
+    for (Index j = 0; j < X.cols(); ++j)
+      for (Index i = 0; i < X.rows(); ++i) mask_(i, j) = uniform01(rng) < rate_ ? Scalar(0) : keep;
+    X.array() *= mask_.array();
+  }
+
+  /// dX ← dX ⊙ mask in place (identity when the last forward was not active). Throws
+  /// invalid_argument if dX does not have the shape of the last forward's input.
+  void backward(MatrixType& dX) const {
+    if (!active_) return;
+    detail::require_shape(dX, mask_.rows(), mask_.cols(), "coulomb::nn::Dropout::backward", "dX");
+    dX.array() *= mask_.array();
+  }
+
+ private:
+  MatrixType mask_;
+  double rate_ = 0.0;
+  bool active_ = false;
+};
+
+}  // namespace nn
+}  // namespace coulomb

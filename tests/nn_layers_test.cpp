@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: MIT
+// The layers of nn/ that do not depend on a feature map (Linear, LayerNorm, GELU, Dropout,
+// embeddings, masked mean pooling, the softmax cross-entropy): values against direct formulas,
+// backward passes against central finite differences in double, and bad arguments. The
+// attention block and the encoder layer are tested in nn_model_test.cpp, which instantiates
+// them anyway (one instantiation of the attention templates per test binary, not two).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include <coulomb/nn/embedding.hpp>
+#include <coulomb/nn/layers.hpp>
+#include <coulomb/nn/loss.hpp>
+#include <coulomb/nn/pooling.hpp>
+
+#include "nn_support.hpp"
+#include "test_support.hpp"
+
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace nn_layers_test {
+
+namespace {
+
+using Catch::Matchers::Contains;
+using coulomb::Index;
+using coulomb::PaddingMask;
+using coulomb_nn_test::fd_gradient;
+using coulomb_nn_test::fd_tolerance;
+using coulomb_nn_test::gradient_error;
+using coulomb_test::gaussian;
+using coulomb_test::Mat;
+
+/// Loss Σ R ⊙ Y, whose gradient with respect to Y is R.
+double weighted_sum(const Mat<double>& R, const Mat<double>& Y) {
+  return (R.array() * Y.array()).sum();
+}
+
+/// A mask L × B with the given lengths.
+PaddingMask mask_of(Index L, const std::vector<Index>& lengths) {
+  PaddingMask mask = PaddingMask::Constant(L, static_cast<Index>(lengths.size()), false);
+  for (std::size_t b = 0; b < lengths.size(); ++b)
+    mask.col(static_cast<Index>(b)).head(lengths[b]).setConstant(true);
+  return mask;
+}
+
+}  // namespace
+
+TEST_CASE("NnLinear_BackwardMatchesFiniteDifferences", "[nn][layers]") {
+  coulomb::Rng rng = coulomb_test::test_rng("NnLinear_BackwardMatchesFiniteDifferences");
+  coulomb::nn::Linear<double> layer(4, 3);
+  layer.initialize(rng);
+  layer.bias() = gaussian(3, 1, rng);
+  Mat<double> X = gaussian(5, 4, rng);
+  const Mat<double> R = gaussian(5, 3, rng);
+  Mat<double> Y, dX;
+  layer.forward(X, Y);
+  const Mat<double> expected = (X * layer.weight()).rowwise() + layer.bias().col(0).transpose();
+  CHECK(coulomb_test::rel_diff(Y, expected) < 1e-15);
+  layer.zero_grad();
+  layer.backward(X, R, dX);
+  auto loss = [&] {
+    Mat<double> out;
+    layer.forward(X, out);
+    return weighted_sum(R, out);
+  };
+  CHECK(gradient_error(dX, fd_gradient(X, loss)) < fd_tolerance);
+  CHECK(gradient_error(layer.weight_gradient(), fd_gradient(layer.weight(), loss)) < fd_tolerance);
+  CHECK(gradient_error(layer.bias_gradient(), fd_gradient(layer.bias(), loss)) < fd_tolerance);
+
+  // Gradients accumulate; backward_add adds to dX.
+  const Mat<double> dw = layer.weight_gradient();
+  Mat<double> dX2 = dX;
+  layer.backward_add(X, R, dX2);
+  CHECK(coulomb_test::rel_diff(layer.weight_gradient(), 2 * dw) < 1e-15);
+  CHECK(coulomb_test::rel_diff(dX2, 2 * dX) < 1e-15);
+  layer.zero_grad();
+  CHECK(layer.weight_gradient().isZero(0));
+  CHECK(layer.bias_gradient().isZero(0));
+
+  CHECK_THROWS_WITH(layer.forward(X.leftCols(3), Y), Contains("'X'"));
+  CHECK_THROWS_WITH(layer.backward(X, R.leftCols(2), dX), Contains("'dY'"));
+  CHECK_THROWS_WITH(coulomb::nn::Linear<double>(0, 3), Contains("'input_dim'"));
+}
+
+TEST_CASE("NnLayerNorm_NormalizesAndBackwardMatchesFiniteDifferences", "[nn][layers]") {
+  coulomb::Rng rng = coulomb_test::test_rng("NnLayerNorm_NormalizesAndBackward");
+  coulomb::nn::LayerNorm<double> norm(5);
+  Mat<double> X = gaussian(6, 5, rng) * 3.0;
+  X.col(2).array() += 4.0;
+  Mat<double> Y;
+  norm.forward(X, Y);
+  // γ = 1, β = 0: every row has mean 0 and variance 1 / (1 + ε / σ²).
+  for (Index i = 0; i < Y.rows(); ++i) {
+    CHECK(std::abs(Y.row(i).mean()) < 1e-14);
+    const double var = (X.row(i).array() - X.row(i).mean()).square().mean();
+    CHECK(Y.row(i).squaredNorm() / 5.0 == Approx(var / (var + 1e-5)).epsilon(1e-12));
+  }
+  norm.gain() = gaussian(5, 1, rng);
+  norm.bias() = gaussian(5, 1, rng);
+  const Mat<double> R = gaussian(6, 5, rng);
+  Mat<double> dX;
+  norm.forward(X, Y);
+  norm.zero_grad();
+  norm.backward(R, dX);
+  auto loss = [&] {
+    Mat<double> out;
+    norm.forward(X, out);
+    return weighted_sum(R, out);
+  };
+  CHECK(gradient_error(dX, fd_gradient(X, loss)) < fd_tolerance);
+  CHECK(gradient_error(norm.gain_gradient(), fd_gradient(norm.gain(), loss)) < fd_tolerance);
+  CHECK(gradient_error(norm.bias_gradient(), fd_gradient(norm.bias(), loss)) < fd_tolerance);
+
+  CHECK_THROWS_WITH(norm.forward(X.leftCols(4), Y), Contains("'X'"));
+  CHECK_THROWS_WITH(norm.backward(R.topRows(2), dX), Contains("'dY'"));
+  CHECK_THROWS_WITH(coulomb::nn::LayerNorm<double>(5, 0.0), Contains("'epsilon'"));
+}
+
+TEST_CASE("NnGelu_ValuesAndBackward", "[nn][layers]") {
+  coulomb::Rng rng = coulomb_test::test_rng("NnGelu_ValuesAndBackward");
+  coulomb::nn::Gelu<double> gelu;
+  Mat<double> x(1, 5);
+  x << -3.0, -1.0, 0.0, 1.0, 3.0;
+  Mat<double> y;
+  gelu.forward(x, y);
+  for (Index j = 0; j < x.cols(); ++j) {
+    const double v = x(0, j);
+    const double u = std::sqrt(2.0 / 3.141592653589793) * (v + 0.044715 * v * v * v);
+    CHECK(y(0, j) == Approx(0.5 * v * (1.0 + std::tanh(u))).epsilon(1e-15).margin(1e-300));
+    // The tanh form stays within 1e-3 of the exact x·Φ(x).
+    CHECK(std::abs(y(0, j) - 0.5 * v * std::erfc(-v / std::sqrt(2.0))) < 1e-3);
+  }
+  Mat<double> X = gaussian(4, 6, rng) * 2.0;
+  const Mat<double> R = gaussian(4, 6, rng);
+  Mat<double> dX;
+  gelu.backward(X, R, dX);
+  auto loss = [&] {
+    Mat<double> out;
+    gelu.forward(X, out);
+    return weighted_sum(R, out);
+  };
+  CHECK(gradient_error(dX, fd_gradient(X, loss)) < fd_tolerance);
+  // In place (dX aliasing dY) gives the same.
+  Mat<double> inplace = R;
+  gelu.backward(X, inplace, inplace);
+  CHECK(coulomb_test::rel_diff(inplace, dX) == 0.0);
+}
+
+TEST_CASE("NnDropout_MaskRateScaleAndBackward", "[nn][layers]") {
+  coulomb::Rng rng = coulomb_test::test_rng("NnDropout_MaskRateScaleAndBackward");
+  const double p = 0.3;
+  coulomb::nn::Dropout<double> drop(p);
+  const Mat<double> X0 = gaussian(100, 100, rng);
+
+  // Evaluation: identity.
+  Mat<double> X = X0;
+  coulomb::Rng unused(1);
+  drop.forward(X, false, unused);
+  CHECK(X == X0);
+  CHECK_FALSE(drop.active());
+  CHECK(unused == coulomb::Rng(1));
+
+  // Training: entries 0 or 1/(1 − p), about a fraction p of zeros (5 standard errors).
+  coulomb::Rng r1(7);
+  drop.forward(X, true, r1);
+  const Mat<double> mask = drop.mask();
+  Index zeros = 0;
+  for (Index i = 0; i < mask.size(); ++i) {
+    const double m = mask.reshaped()(i);
+    CHECK((m == 0.0 || m == 1.0 / (1.0 - p)));
+    zeros += m == 0.0 ? 1 : 0;
+  }
+  const double n = static_cast<double>(mask.size());
+  CHECK(std::abs(static_cast<double>(zeros) / n - p) < 5.0 * std::sqrt(p * (1 - p) / n));
+  CHECK(X == Mat<double>(X0.array() * mask.array()));
+
+  // Same generator state, same mask; backward multiplies by the mask.
+  Mat<double> X2 = X0;
+  coulomb::Rng r2(7);
+  drop.forward(X2, true, r2);
+  CHECK(X2 == X);
+  Mat<double> dX = X0;
+  drop.backward(dX);
+  CHECK(dX == Mat<double>(X0.array() * mask.array()));
+  Mat<double> bad(3, 3);
+  CHECK_THROWS_WITH(drop.backward(bad), Contains("'dX'"));
+  CHECK_THROWS_WITH(coulomb::nn::Dropout<double>(1.0), Contains("'rate'"));
+  CHECK_THROWS_WITH(coulomb::nn::Dropout<double>(-0.1), Contains("'rate'"));
+}
+
+TEST_CASE("NnEmbedding_LookupAndBackward", "[nn][layers]") {
+  coulomb::Rng rng = coulomb_test::test_rng("NnEmbedding_LookupAndBackward");
+  coulomb::nn::Embedding<double> table(7, 3);
+  table.initialize(rng, 1.0);
+  const std::vector<coulomb::TokenId> ids = {3, 0, 3, 6, 1};
+  Mat<double> X;
+  table.forward(ids, X);
+  for (Index r = 0; r < 5; ++r) CHECK(X.row(r) == table.table().row(ids[static_cast<size_t>(r)]));
+  const Mat<double> R = gaussian(5, 3, rng);
+  table.zero_grad();
+  table.backward(ids, R);
+  auto loss = [&] {
+    Mat<double> out;
+    table.forward(ids, out);
+    return weighted_sum(R, out);
+  };
+  CHECK(gradient_error(table.gradient(), fd_gradient(table.table(), loss)) < fd_tolerance);
+  CHECK(table.gradient().row(2).isZero(0));  // id 2 is not used
+
+  coulomb::nn::PositionEmbedding<double> pos(6, 3);
+  pos.initialize(rng, 1.0);
+  Mat<double> Z = Mat<double>::Zero(8, 3);  // 2 sequences of length 4
+  pos.forward_add(4, 2, Z);
+  CHECK(Z.topRows(4) == pos.table().topRows(4));
+  CHECK(Z.bottomRows(4) == pos.table().topRows(4));
+  const Mat<double> S = gaussian(8, 3, rng);
+  pos.zero_grad();
+  pos.backward(4, 2, S);
+  auto pos_loss = [&] {
+    Mat<double> out = Mat<double>::Zero(8, 3);
+    pos.forward_add(4, 2, out);
+    return weighted_sum(S, out);
+  };
+  CHECK(gradient_error(pos.gradient(), fd_gradient(pos.table(), pos_loss)) < fd_tolerance);
+  CHECK(pos.gradient().bottomRows(2).isZero(0));
+
+  const std::vector<coulomb::TokenId> bad = {1, 7};
+  CHECK_THROWS_WITH(table.forward(bad, X), Contains("'ids'") && Contains("7"));
+  const std::vector<coulomb::TokenId> negative = {-1};
+  CHECK_THROWS_WITH(table.forward(negative, X), Contains("'ids'"));
+  Mat<double> wrong = Mat<double>::Zero(14, 3);
+  CHECK_THROWS_WITH(pos.forward_add(7, 2, wrong), Contains("'length'"));
+  CHECK_THROWS_WITH(pos.forward_add(4, 2, wrong), Contains("'X'"));
+}
+
+TEST_CASE("NnMaskedMeanPool_IgnoresPaddingAndBackward", "[nn][layers]") {
+  coulomb::Rng rng = coulomb_test::test_rng("NnMaskedMeanPool_IgnoresPaddingAndBackward");
+  const Index L = 5;
+  const PaddingMask mask = mask_of(L, {5, 2, 0, 3});
+  Mat<double> X = gaussian(4 * L, 3, rng);
+  coulomb::nn::MaskedMeanPool<double> pool;
+  Mat<double> P;
+  pool.forward(X, mask, P);
+  REQUIRE(P.rows() == 4);
+  CHECK(coulomb_test::rel_diff(P.row(0), X.topRows(5).colwise().mean()) < 1e-15);
+  CHECK(coulomb_test::rel_diff(P.row(1), X.middleRows(5, 2).colwise().mean()) < 1e-15);
+  CHECK(P.row(2).isZero(0));  // no token: zero
+  CHECK(coulomb_test::rel_diff(P.row(3), X.middleRows(15, 3).colwise().mean()) < 1e-15);
+
+  const Mat<double> R = gaussian(4, 3, rng);
+  Mat<double> dX;
+  pool.backward(R, mask, dX);
+  auto loss = [&] {
+    coulomb::nn::MaskedMeanPool<double> p2;
+    Mat<double> out;
+    p2.forward(X, mask, out);
+    return weighted_sum(R, out);
+  };
+  CHECK(gradient_error(dX, fd_gradient(X, loss)) < fd_tolerance);
+  for (Index b = 0; b < 4; ++b)
+    for (Index t = 0; t < L; ++t)
+      if (!mask(t, b)) CHECK(dX.row(b * L + t).isZero(0));
+
+  CHECK_THROWS_WITH(pool.forward(X.topRows(19), mask, P), Contains("'X'"));
+  CHECK_THROWS_WITH(pool.backward(R.topRows(3), mask, dX), Contains("'dP'"));
+}
+
+TEST_CASE("NnSoftmaxCrossEntropy_ValueGradientAndErrors", "[nn][layers][loss]") {
+  coulomb::Rng rng = coulomb_test::test_rng("NnSoftmaxCrossEntropy_ValueGradientAndErrors");
+  Mat<double> Z = gaussian(4, 3, rng) * 2.0;
+  const std::vector<int> y = {0, 2, 1, 2};
+  Mat<double> dZ;
+  const double loss = coulomb::nn::softmax_cross_entropy(Z, y, dZ);
+  double expected = 0.0;
+  for (Index b = 0; b < 4; ++b)
+    expected -= Z(b, y[static_cast<size_t>(b)]) - std::log(Z.row(b).array().exp().sum());
+  CHECK(loss == Approx(expected / 4.0).epsilon(1e-14));
+  CHECK(coulomb::nn::softmax_cross_entropy(Z, y) == loss);
+  auto f = [&] { return coulomb::nn::softmax_cross_entropy(Z, y); };
+  CHECK(gradient_error(dZ, fd_gradient(Z, f)) < fd_tolerance);
+  CHECK(dZ.rowwise().sum().cwiseAbs().maxCoeff() < 1e-16);
+
+  // Large logits: finite, and the probabilities are exact.
+  Mat<double> big(1, 3);
+  big << 1000.0, 999.0, -1000.0;
+  Mat<double> probs;
+  coulomb::nn::softmax_probabilities(big, probs);
+  CHECK(probs(0, 0) == Approx(1.0 / (1.0 + std::exp(-1.0))).epsilon(1e-15));
+  CHECK(probs.sum() == Approx(1.0).epsilon(1e-15));
+  const std::vector<int> y1 = {1};
+  CHECK(coulomb::nn::softmax_cross_entropy(big, y1) ==
+        Approx(1.0 + std::log1p(std::exp(-1.0))).epsilon(1e-14));
+
+  const std::vector<int> out_of_range = {0, 3, 1, 2};
+  CHECK_THROWS_WITH(coulomb::nn::softmax_cross_entropy(Z, out_of_range, dZ), Contains("'labels'"));
+  const std::vector<int> short_labels = {0, 1};
+  CHECK_THROWS_WITH(coulomb::nn::softmax_cross_entropy(Z, short_labels), Contains("'labels'"));
+  Mat<double> nan = Z;
+  nan(1, 1) = std::nan("");
+  CHECK_THROWS_WITH(coulomb::nn::softmax_cross_entropy(nan, y), Contains("'logits'"));
+}
+
+}  // namespace nn_layers_test
