@@ -64,10 +64,11 @@ class MultiHeadAttention {
       : kind_(AttentionKind::linear), tied_(tied_qk), exact_(options) {
     const char* where = "coulomb::nn::MultiHeadAttention::constructor";
     check_width(d_model, options, where);
-    detail::require(
-        map.input_dim() * options.num_heads == d_model, where,
-        "argument 'map' has input_dim " + std::to_string(map.input_dim()) +
-            ", expected d_model / num_heads = " + std::to_string(d_model / options.num_heads));
+    if (!(map.input_dim() * options.num_heads == d_model))
+      detail::throw_invalid(
+          where,
+          "argument 'map' has input_dim " + std::to_string(map.input_dim()) +
+              ", expected d_model / num_heads = " + std::to_string(d_model / options.num_heads));
     linear_.emplace(map, options);
     make_projections(d_model);
   }
@@ -134,9 +135,10 @@ class MultiHeadAttention {
   void forward(const ConstRef& X, const PaddingMask& mask, MatrixType& Y) {
     const char* where = "coulomb::nn::MultiHeadAttention::forward";
     detail::require_cols(X, model_dim(), where, "X");
-    detail::require(X.rows() == mask.size(), where,
-                    "argument 'X' has " + std::to_string(X.rows()) + " rows, expected L x B = " +
-                        std::to_string(mask.size()) + " (the size of 'mask')");
+    if (!(X.rows() == mask.size()))
+      detail::throw_invalid(where, "argument 'X' has " + std::to_string(X.rows()) +
+                                       " rows, expected L x B = " + std::to_string(mask.size()) +
+                                       " (the size of 'mask')");
     w_q_.forward(X, q_);
     if (!tied_) w_k_.forward(X, k_);
     w_v_.forward(X, v_);
@@ -209,10 +211,10 @@ class MultiHeadAttention {
  private:
   static void check_width(Index d_model, const AttentionOptions& options, const char* where) {
     detail::check_attention_options(where, options);
-    detail::require(d_model >= 1 && d_model % options.num_heads == 0, where,
-                    "argument 'd_model' (" + std::to_string(d_model) +
-                        ") must be a positive multiple of options.num_heads (" +
-                        std::to_string(options.num_heads) + ")");
+    if (!(d_model >= 1 && d_model % options.num_heads == 0))
+      detail::throw_invalid(where, "argument 'd_model' (" + std::to_string(d_model) +
+                                       ") must be a positive multiple of options.num_heads (" +
+                                       std::to_string(options.num_heads) + ")");
   }
 
   void make_projections(Index d) {
@@ -223,9 +225,9 @@ class MultiHeadAttention {
   }
 
   void require_linear(const char* function) const {
-    detail::require(kind_ == AttentionKind::linear,
-                    std::string("coulomb::nn::MultiHeadAttention::") + function,
-                    "this block uses softmax attention, which has no feature map");
+    if (!(kind_ == AttentionKind::linear))
+      detail::throw_invalid(std::string("coulomb::nn::MultiHeadAttention::") + function,
+                            "this block uses softmax attention, which has no feature map");
   }
 
   AttentionKind kind_;

@@ -196,11 +196,13 @@ class PositionEmbedding {
 
  private:
   void check_length(Index length, Index batch, const char* where) const {
-    detail::require(length >= 1 && length <= max_length(), where,
-                    "argument 'length' is " + std::to_string(length) + ", expected 1.." +
-                        std::to_string(max_length()) + " (max_length)");
-    detail::require(batch >= 1, where,
-                    "argument 'batch' must be at least 1, got " + std::to_string(batch));
+    if (!(length >= 1 && length <= max_length()))
+      detail::throw_invalid(where, "argument 'length' is " + std::to_string(length) +
+                                       ", expected 1.." + std::to_string(max_length()) +
+                                       " (max_length)");
+    if (!(batch >= 1))
+      detail::throw_invalid(where,
+                            "argument 'batch' must be at least 1, got " + std::to_string(batch));
   }
 
   MatrixType table_, grad_;

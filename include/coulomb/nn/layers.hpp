@@ -327,9 +327,9 @@ class Dropout {
 
   /// Dropout with rate `rate` in [0, 1). Throws invalid_argument otherwise.
   explicit Dropout(double rate = 0.0) : rate_(rate) {
-    detail::require(std::isfinite(rate) && rate >= 0.0 && rate < 1.0,
-                    "coulomb::nn::Dropout::constructor",
-                    "argument 'rate' must be in [0, 1), got " + std::to_string(rate));
+    if (!(std::isfinite(rate) && rate >= 0.0 && rate < 1.0))
+      detail::throw_invalid("coulomb::nn::Dropout::constructor",
+                            "argument 'rate' must be in [0, 1), got " + std::to_string(rate));
   }
 
   /// The rate p.

@@ -26,17 +26,19 @@ namespace detail {
 template <typename D>
 void nn_check_logits_labels(const Eigen::MatrixBase<D>& logits, std::span<const int> labels,
                             const char* where) {
-  detail::require(logits.rows() >= 1 && logits.cols() >= 1, where,
-                  "argument 'logits' is " + std::to_string(logits.rows()) + "x" +
-                      std::to_string(logits.cols()) + ", expected at least 1x1");
+  if (!(logits.rows() >= 1 && logits.cols() >= 1))
+    detail::throw_invalid(where, "argument 'logits' is " + std::to_string(logits.rows()) + "x" +
+                                     std::to_string(logits.cols()) + ", expected at least 1x1");
   detail::require_finite(logits, where, "logits");
-  detail::require(static_cast<Index>(labels.size()) == logits.rows(), where,
-                  "argument 'labels' has " + std::to_string(labels.size()) + " entries, expected " +
-                      std::to_string(logits.rows()) + " (the rows of 'logits')");
+  if (!(static_cast<Index>(labels.size()) == logits.rows()))
+    detail::throw_invalid(where, "argument 'labels' has " + std::to_string(labels.size()) +
+                                     " entries, expected " + std::to_string(logits.rows()) +
+                                     " (the rows of 'logits')");
   for (std::size_t b = 0; b < labels.size(); ++b) {
-    detail::require(labels[b] >= 0 && labels[b] < logits.cols(), where,
-                    "argument 'labels' holds " + std::to_string(labels[b]) + " at index " +
-                        std::to_string(b) + ", expected 0.." + std::to_string(logits.cols() - 1));
+    if (!(labels[b] >= 0 && labels[b] < logits.cols()))
+      detail::throw_invalid(where, "argument 'labels' holds " + std::to_string(labels[b]) +
+                                       " at index " + std::to_string(b) + ", expected 0.." +
+                                       std::to_string(logits.cols() - 1));
   }
 }
 
@@ -49,9 +51,9 @@ namespace nn {
 template <typename D>
 void softmax_probabilities(const Eigen::MatrixBase<D>& logits, Matrix<typename D::Scalar>& probs) {
   const char* where = "coulomb::nn::softmax_probabilities";
-  detail::require(logits.rows() >= 1 && logits.cols() >= 1, where,
-                  "argument 'logits' is " + std::to_string(logits.rows()) + "x" +
-                      std::to_string(logits.cols()) + ", expected at least 1x1");
+  if (!(logits.rows() >= 1 && logits.cols() >= 1))
+    detail::throw_invalid(where, "argument 'logits' is " + std::to_string(logits.rows()) + "x" +
+                                     std::to_string(logits.cols()) + ", expected at least 1x1");
   detail::require_finite(logits, where, "logits");
   using Scalar = typename D::Scalar;
   probs.resize(logits.rows(), logits.cols());

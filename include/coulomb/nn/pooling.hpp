@@ -34,12 +34,13 @@ class MaskedMeanPool {
     const char* where = "coulomb::nn::MaskedMeanPool::forward";
     const Index L = mask.rows();
     const Index B = mask.cols();
-    detail::require(B >= 1 && L >= 1, where,
-                    "argument 'mask' is " + std::to_string(L) + "x" + std::to_string(B) +
-                        ", expected at least 1x1");
-    detail::require(X.rows() == L * B, where,
-                    "argument 'X' has " + std::to_string(X.rows()) + " rows, expected L x B = " +
-                        std::to_string(L * B) + " (the size of 'mask')");
+    if (!(B >= 1 && L >= 1))
+      detail::throw_invalid(where, "argument 'mask' is " + std::to_string(L) + "x" +
+                                       std::to_string(B) + ", expected at least 1x1");
+    if (!(X.rows() == L * B))
+      detail::throw_invalid(where, "argument 'X' has " + std::to_string(X.rows()) +
+                                       " rows, expected L x B = " + std::to_string(L * B) +
+                                       " (the size of 'mask')");
     inv_count_.resize(B);
     for (Index b = 0; b < B; ++b) {
       const Index n = mask.col(b).count();
@@ -62,12 +63,14 @@ class MaskedMeanPool {
     const char* where = "coulomb::nn::MaskedMeanPool::backward";
     const Index L = mask.rows();
     const Index B = mask.cols();
-    detail::require(B == inv_count_.size(), where,
-                    "argument 'mask' has " + std::to_string(B) +
-                        " columns, but the last forward had " + std::to_string(inv_count_.size()));
-    detail::require(dP.rows() == B, where,
-                    "argument 'dP' has " + std::to_string(dP.rows()) + " rows, expected " +
-                        std::to_string(B) + " (the sequences of 'mask')");
+    if (!(B == inv_count_.size()))
+      detail::throw_invalid(where, "argument 'mask' has " + std::to_string(B) +
+                                       " columns, but the last forward had " +
+                                       std::to_string(inv_count_.size()));
+    if (!(dP.rows() == B))
+      detail::throw_invalid(where, "argument 'dP' has " + std::to_string(dP.rows()) +
+                                       " rows, expected " + std::to_string(B) +
+                                       " (the sequences of 'mask')");
     dX.resize(L * B, dP.cols());
     for (Index j = 0; j < dP.cols(); ++j) {
       for (Index b = 0; b < B; ++b) {

@@ -74,9 +74,9 @@ struct TextClassifierConfig {
 inline void validate_config(const TextClassifierConfig& config) {
   const char* where = "coulomb::nn::validate_config";
   auto at_least = [&](Index value, Index low, const char* name) {
-    detail::require(value >= low, where,
-                    std::string("argument 'config.") + name + "' must be at least " +
-                        std::to_string(low) + ", got " + std::to_string(value));
+    if (!(value >= low))
+      detail::throw_invalid(where, std::string("argument 'config.") + name + "' must be at least " +
+                                       std::to_string(low) + ", got " + std::to_string(value));
   };
   at_least(config.vocab_size, 1, "vocab_size");
   at_least(config.max_length, 1, "max_length");
@@ -85,23 +85,22 @@ inline void validate_config(const TextClassifierConfig& config) {
   at_least(config.d_ff, 1, "d_ff");
   at_least(config.num_layers, 1, "num_layers");
   at_least(config.num_classes, 2, "num_classes");
-  detail::require(config.d_model % config.num_heads == 0, where,
-                  "argument 'config.d_model' (" + std::to_string(config.d_model) +
-                      ") must be a multiple of config.num_heads (" +
-                      std::to_string(config.num_heads) + ")");
-  detail::require(
-      std::isfinite(config.dropout) && config.dropout >= 0.0 && config.dropout < 1.0, where,
-      "argument 'config.dropout' must be in [0, 1), got " + std::to_string(config.dropout));
-  detail::require(
-      config.attention == AttentionKind::linear || config.attention == AttentionKind::softmax,
-      where, "argument 'config.attention' is not linear or softmax");
+  if (!(config.d_model % config.num_heads == 0))
+    detail::throw_invalid(where, "argument 'config.d_model' (" + std::to_string(config.d_model) +
+                                     ") must be a multiple of config.num_heads (" +
+                                     std::to_string(config.num_heads) + ")");
+  if (!(std::isfinite(config.dropout) && config.dropout >= 0.0 && config.dropout < 1.0))
+    detail::throw_invalid(where, "argument 'config.dropout' must be in [0, 1), got " +
+                                     std::to_string(config.dropout));
+  if (!(config.attention == AttentionKind::linear || config.attention == AttentionKind::softmax))
+    detail::throw_invalid(where, "argument 'config.attention' is not linear or softmax");
   if (config.attention == AttentionKind::linear) at_least(config.num_features, 1, "num_features");
   if (config.use_segments) at_least(config.num_segments, 1, "num_segments");
   detail::require_positive(config.layer_norm_eps, where, "config.layer_norm_eps");
   detail::require_positive(config.embedding_init_std, where, "config.embedding_init_std");
-  detail::require(
-      config.num_threads >= 0, where,
-      "argument 'config.num_threads' must be >= 0, got " + std::to_string(config.num_threads));
+  if (!(config.num_threads >= 0))
+    detail::throw_invalid(where, "argument 'config.num_threads' must be >= 0, got " +
+                                     std::to_string(config.num_threads));
 }
 
 /// The Transformer text classifier (see the file comment and docs/model.md), for scalar type
@@ -143,14 +142,15 @@ class TextClassifier {
     const char* where = "coulomb::nn::TextClassifier::constructor";
     const Index d_head = config_.d_model / config_.num_heads;
     if (config_.attention == AttentionKind::linear) {
-      detail::require(prototype.input_dim() == d_head, where,
-                      "argument 'prototype' has input_dim " +
-                          std::to_string(prototype.input_dim()) +
-                          ", expected d_model / num_heads = " + std::to_string(d_head));
-      detail::require(
-          prototype.num_particles() == config_.num_features, where,
-          "argument 'prototype' has " + std::to_string(prototype.num_particles()) +
-              " particles, expected config.num_features = " + std::to_string(config_.num_features));
+      if (!(prototype.input_dim() == d_head))
+        detail::throw_invalid(
+            where, "argument 'prototype' has input_dim " + std::to_string(prototype.input_dim()) +
+                       ", expected d_model / num_heads = " + std::to_string(d_head));
+      if (!(prototype.num_particles() == config_.num_features))
+        detail::throw_invalid(where, "argument 'prototype' has " +
+                                         std::to_string(prototype.num_particles()) +
+                                         " particles, expected config.num_features = " +
+                                         std::to_string(config_.num_features));
     }
     build(seed, [&](Rng& rng) {
       Map map = prototype;
@@ -212,7 +212,8 @@ class TextClassifier {
   /// invalid_argument without a forward, or for dlogits of another shape or non-finite.
   void backward(const ConstRef& dlogits) {
     const char* where = "coulomb::nn::TextClassifier::backward";
-    detail::require(has_forward_, where, "argument 'dlogits': no forward to differentiate");
+    if (!(has_forward_))
+      detail::throw_invalid(where, "argument 'dlogits': no forward to differentiate");
     detail::require_shape(dlogits, batch_, config_.num_classes, where, "dlogits");
     detail::require_finite(dlogits, where, "dlogits");
     classifier_.backward(pooled_, dlogits, dpooled_);
@@ -368,9 +369,10 @@ class TextClassifier {
   /// `num_heads`.
   static MatrixType split_heads(const ConstRef& representations, Index num_heads) {
     const char* where = "coulomb::nn::TextClassifier::split_heads";
-    detail::require(num_heads >= 1 && representations.cols() % num_heads == 0, where,
-                    "argument 'representations' has " + std::to_string(representations.cols()) +
-                        " columns, not a multiple of num_heads = " + std::to_string(num_heads));
+    if (!(num_heads >= 1 && representations.cols() % num_heads == 0))
+      detail::throw_invalid(
+          where, "argument 'representations' has " + std::to_string(representations.cols()) +
+                     " columns, not a multiple of num_heads = " + std::to_string(num_heads));
     const Index B = representations.rows();
     const Index dh = representations.cols() / num_heads;
     MatrixType out(num_heads * B, dh);
@@ -477,30 +479,32 @@ class TextClassifier {
   }
 
   void require_layer_index(Index layer, const char* function, const char* name) const {
-    detail::require(layer >= 0 && layer < num_layers(),
-                    std::string("coulomb::nn::TextClassifier::") + function,
-                    std::string("argument '") + name + "' is " + std::to_string(layer) +
-                        ", expected 0.." + std::to_string(num_layers() - 1));
+    if (!(layer >= 0 && layer < num_layers()))
+      detail::throw_invalid(std::string("coulomb::nn::TextClassifier::") + function,
+                            std::string("argument '") + name + "' is " + std::to_string(layer) +
+                                ", expected 0.." + std::to_string(num_layers() - 1));
   }
 
   void require_omega_index(Index i, const char* function) const {
     const std::string where = std::string("coulomb::nn::TextClassifier::") + function;
-    detail::require(config_.attention == AttentionKind::linear, where,
-                    "the model uses softmax attention, which has no Omega");
-    detail::require(i >= 0 && i < num_omegas(), where,
-                    "argument 'i' is " + std::to_string(i) + ", expected 0.." +
-                        std::to_string(num_omegas() - 1));
+    if (!(config_.attention == AttentionKind::linear))
+      detail::throw_invalid(where, "the model uses softmax attention, which has no Omega");
+    if (!(i >= 0 && i < num_omegas()))
+      detail::throw_invalid(where, "argument 'i' is " + std::to_string(i) + ", expected 0.." +
+                                       std::to_string(num_omegas() - 1));
   }
 
   void check_batch(const TokenBatch& batch, const char* where) const {
     const Index L = batch.ids.rows();
     const Index B = batch.ids.cols();
-    detail::require(L >= 1 && B >= 1, where,
-                    "argument 'batch.ids' is " + std::to_string(L) + "x" + std::to_string(B) +
-                        ", expected at least 1x1 (length x sequences)");
-    detail::require(L <= config_.max_length, where,
-                    "argument 'batch.ids' has length " + std::to_string(L) +
-                        ", more than config.max_length = " + std::to_string(config_.max_length));
+    if (!(L >= 1 && B >= 1))
+      detail::throw_invalid(where, "argument 'batch.ids' is " + std::to_string(L) + "x" +
+                                       std::to_string(B) +
+                                       ", expected at least 1x1 (length x sequences)");
+    if (!(L <= config_.max_length))
+      detail::throw_invalid(
+          where, "argument 'batch.ids' has length " + std::to_string(L) +
+                     ", more than config.max_length = " + std::to_string(config_.max_length));
     detail::require_shape(batch.mask, L, B, where, "batch.mask");
     check_range(batch.ids, config_.vocab_size, where, "batch.ids", "config.vocab_size");
     if (config_.use_segments) {
