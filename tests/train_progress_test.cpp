@@ -459,6 +459,17 @@ TEST_CASE("Progress_ThroughputAndEta", "[train][progress]") {
   CHECK_THAT(out2.str(), Contains("done: 10 steps, 25000 tokens in 20s (1250 tokens/s)"));
 }
 
+TEST_CASE("Progress_FinishLineCountsInTheUnit", "[train][progress]") {
+  FakeClock time;
+  std::ostringstream out;
+  ProgressReporter progress(out, 4, {.label = "bench", .unit = "jobs", .mode = ProgressMode::lines},
+                            time.clock());
+  time.now += 8.0;
+  progress.update(4, {{"gain", 0.25}});
+  progress.finish();
+  CHECK(out.str() == "bench  done: 4 jobs in 8.0s (0.5 jobs/s)  gain 0.25\n");
+}
+
 TEST_CASE("Progress_Formatting", "[train][progress]") {
   using coulomb::train::format_duration;
   using coulomb::train::format_rate;

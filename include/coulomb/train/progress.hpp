@@ -74,7 +74,7 @@ namespace coulomb::train {
 /// How a ProgressReporter writes to its stream (see the file comment).
 enum class ProgressMode {
   automatic,  ///< terminal if the stream is a terminal, lines otherwise
-  terminal,   ///< one line updated in place with '\r', rate-limited
+  terminal,   ///< one line updated in place with a carriage return, rate-limited
   lines,      ///< plain periodic lines
   off,        ///< nothing on the stream (the JSON log is still written)
 };
@@ -242,7 +242,7 @@ inline std::size_t utf8_sequence_length(std::string_view s) {
 }
 
 /// Appends `text` as a JSON string (with the quotes): '"' and '\' escaped, control characters
-/// as \n, \t, … or \u00XX, invalid UTF-8 bytes replaced by \ufffd.
+/// as `\n`, `\t`, … or `\u00XX`, invalid UTF-8 bytes replaced by `\ufffd`.
 inline void append_json_string(std::string& out, std::string_view text) {
   static constexpr char hex[] = "0123456789abcdef";
   out += '"';
@@ -307,7 +307,7 @@ inline void append_json_number(std::string& out, double value) {
   out.append(buffer, result.ptr);
 }
 
-/// `text` with control characters written as escapes (\n, \t, \u00XX), so that a name can
+/// `text` with control characters written as escapes (`\n`, `\t`, `\x01`), so that a name can
 /// never break the one-line display.
 inline std::string printable(std::string_view text) {
   std::string out;
@@ -501,9 +501,9 @@ class ProgressReporter {
   }
 
   /// Ends the report: the terminal line is redrawn with the last state and closed, or (lines
-  /// mode) a final line is printed, "label done: S steps in T (rate unit/s)" followed by the
-  /// last values; the JSON log gets an object with "event":"finish". Calling it again does
-  /// nothing.
+  /// mode) a final line is printed, "label  done: S unit in T (rate unit/s)" (with items:
+  /// "label  done: S steps, I unit in T (rate unit/s)") followed by the last values; the JSON log
+  /// gets an object with "event":"finish". Calling it again does nothing.
   void finish() {
     if (finished_) return;
     finished_ = true;
@@ -585,7 +585,7 @@ class ProgressReporter {
 
   std::string finish_line(double now) const {
     std::string s = label_prefix();
-    s += "done: " + std::to_string(step_) + " steps";
+    s += "done: " + std::to_string(step_) + ' ' + (counts_items_ ? "steps" : options_.unit);
     if (counts_items_) {
       std::ostringstream os;
       os.imbue(std::locale::classic());
@@ -651,7 +651,8 @@ class ProgressReporter {
     }
   }
 
-  /// '\r', the line (cut to the width), and blanks over what is left of the previous one.
+  /// A carriage return, the line (cut to the width), and blanks over what is left of the previous
+  /// one.
   void draw_terminal(const std::string& text) {
     const std::string_view shown =
         width_ > 0 ? detail::cut_to_width(text, width_) : std::string_view(text);
