@@ -9,6 +9,10 @@
 #include "attention_reference.hpp"
 #include "test_support.hpp"
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace attention_gradient_test {
+
 namespace {
 
 using coulomb::AttentionGradients;
@@ -206,3 +210,5 @@ TEST_CASE("SoftmaxAttention_GradientsMatchFiniteDifferences", "[attention][softm
     }
   }
 }
+
+}  // namespace attention_gradient_test

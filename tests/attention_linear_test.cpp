@@ -11,6 +11,10 @@
 #include "attention_reference.hpp"
 #include "test_support.hpp"
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace attention_linear_test {
+
 namespace {
 
 using coulomb::AttentionOptions;
@@ -325,3 +329,5 @@ TEST_CASE("LinearAttention_BadInputThrows", "[attention][linear][input]") {
   CHECK_THROWS_WITH(attn.step(q, q, p.V.topRows(2), out, state), Contains("'q'"));
   CHECK_THROWS_AS(attn.reset(state, 0), invalid_argument);
 }
+
+}  // namespace attention_linear_test

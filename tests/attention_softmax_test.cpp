@@ -8,6 +8,10 @@
 #include "attention_reference.hpp"
 #include "test_support.hpp"
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace attention_softmax_test {
+
 using coulomb::AttentionOptions;
 using coulomb::Index;
 using coulomb::PaddingMask;
@@ -92,3 +96,5 @@ TEST_CASE("SoftmaxAttention_BadInputThrows", "[attention][softmax][input]") {
   attn.forward(Q, Q, V, out, ws);
   CHECK_THROWS_WITH(attn.backward(Q, Q, V, out, V.topRows(3), g, ws), Contains("'dOut'"));
 }
+
+}  // namespace attention_softmax_test

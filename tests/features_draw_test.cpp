@@ -6,6 +6,10 @@
 
 #include "test_support.hpp"
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace features_draw_test {
+
 namespace {
 
 using coulomb::Draw;
@@ -162,3 +166,5 @@ TEST_CASE("Draw_MapsUseTheirDrawPolicy", "[features][draw][random]") {
   CHECK(coulomb::PorfRelu<double>(d, m, rng).draw_policy() == Draw::orthogonal_chi);
   CHECK(coulomb::SoftmaxFeat<double>(d, m, rng).draw_policy() == Draw::orthogonal_chi);
 }
+
+}  // namespace features_draw_test

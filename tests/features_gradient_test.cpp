@@ -9,6 +9,10 @@
 
 #include "test_support.hpp"
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace features_gradient_test {
+
 namespace {
 
 using coulomb::Draw;
@@ -260,3 +264,5 @@ TEMPLATE_TEST_CASE("PorfRelu_BackwardIsZeroWhereReluIsInactive", "[features][gra
     }
   }
 }
+
+}  // namespace features_gradient_test

@@ -13,6 +13,10 @@
 
 #include "test_support.hpp"
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace features_input_test {
+
 namespace {
 
 using coulomb::Draw;
@@ -429,3 +433,5 @@ TEST_CASE("UniformIndex_RejectsZero", "[random][input]") {
   coulomb::Rng rng = coulomb_test::test_rng("UniformIndex_RejectsZero");
   CHECK_INVALID_ARGUMENT(coulomb::uniform_index(0, rng), "coulomb::uniform_index", "n");
 }
+
+}  // namespace features_input_test

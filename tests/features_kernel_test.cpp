@@ -9,6 +9,10 @@
 
 #include "test_support.hpp"
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace features_kernel_test {
+
 namespace {
 
 using coulomb::Draw;
@@ -257,3 +261,5 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_FloatKernelErrorMatchesDouble",
   INFO("max relative difference of the estimates float vs double: " << max_rel);
   CHECK(max_rel < coulomb_test::tol<float>::tight);
 }
+
+}  // namespace features_kernel_test

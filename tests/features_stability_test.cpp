@@ -11,6 +11,10 @@
 
 #include "test_support.hpp"
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace features_stability_test {
+
 namespace {
 
 using coulomb::Draw;
@@ -364,3 +368,5 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_FloatStabilizedAttentionAtLargeNorms",
     }
   }
 }
+
+}  // namespace features_stability_test

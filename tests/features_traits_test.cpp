@@ -8,6 +8,10 @@
 
 #include "test_support.hpp"
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace features_traits_test {
+
 namespace {
 
 using coulomb::feature_map_traits;
@@ -205,3 +209,5 @@ TEST_CASE("Enums_HaveStableNames", "[features][traits]") {
   CHECK(std::string(coulomb::to_string(coulomb::Draw::orthogonal_sqrt_d)) == "orthogonal_sqrt_d");
   CHECK(std::string(coulomb::version_string()) == "0.1.0");
 }
+
+}  // namespace features_traits_test

@@ -18,6 +18,10 @@
 #include <coulomb/core/random.hpp>
 #include <coulomb/io/model_file.hpp>
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace io_corruption_test {
+
 namespace {
 
 using coulomb::Matrix;
@@ -177,3 +181,5 @@ TEMPLATE_TEST_CASE("ModelFile_StructuralChecksHoldWithoutTheChecksum", "[io][cor
   // Flips inside tensor data and metadata values are structurally valid: some must parse.
   CHECK(parsed > 0);
 }
+
+}  // namespace io_corruption_test

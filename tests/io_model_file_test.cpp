@@ -38,6 +38,10 @@
 #include <coulomb/train/checkpoint.hpp>
 #include <coulomb/train/early_stopping.hpp>
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace io_model_file_test {
+
 namespace {
 
 using Catch::Matchers::Contains;
@@ -406,8 +410,8 @@ TEST_CASE("AtomicWrite_FailureLeavesThePreviousFileAndNoTemporary", "[io][atomic
 #ifdef COULOMB_TEST_POSIX
 TEST_CASE("AtomicWrite_SurvivesSigkillMidWrite", "[io][atomic]") {
   // A child process saves two different 1 MB files over the same path in a loop and is killed
-  // with SIGKILL at a random moment. Whenever that happens, the path must hold one of the two
-  // complete files (or, before the first rename, nothing). Temporary files of the killed writer
+  // with SIGKILL at a random moment after its first complete save. Whenever that happens, the
+  // path must hold one of the two complete files. Temporary files of the killed writer
   // may remain: nothing can remove them after SIGKILL; they never replace the target.
   ScratchDir dir("sigkill");
   const std::string path = dir.file("model.clmb");
@@ -417,21 +421,38 @@ TEST_CASE("AtomicWrite_SurvivesSigkillMidWrite", "[io][atomic]") {
   coulomb::Rng rng(20261202);
   int found_a = 0, found_b = 0;
   for (int round = 0; round < 12; ++round) {
+    // The child reports its first complete save through a pipe, so that the kill always lands
+    // while it is saving over an existing file, however slow the machine (ASan, a busy host).
+    int ready[2];
+    REQUIRE(pipe(ready) == 0);
     const pid_t child = fork();
     REQUIRE(child >= 0);
     if (child == 0) {
+      close(ready[0]);
       try {
-        for (int i = 0;; ++i) coulomb::io::save_model_file(path, i % 2 == 0 ? a : b);
+        for (int i = 0;; ++i) {
+          coulomb::io::save_model_file(path, i % 2 == 0 ? a : b);
+          if (i == 0) {
+            const char byte = 1;
+            if (write(ready[1], &byte, 1) != 1) _exit(4);
+            close(ready[1]);
+          }
+        }
       } catch (...) {
         _exit(3);  // a failing save shows as a normal exit, not as the expected SIGKILL
       }
     }
-    usleep(static_cast<useconds_t>(2000 + coulomb::uniform_index(30000, rng)));
+    close(ready[1]);
+    char byte = 0;
+    const ssize_t got = read(ready[0], &byte, 1);  // blocks until the first save completed
+    close(ready[0]);
+    REQUIRE(got == 1);
+    usleep(static_cast<useconds_t>(coulomb::uniform_index(30000, rng)));
     kill(child, SIGKILL);
     int status = 0;
     waitpid(child, &status, 0);
     CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
-    if (!fs::exists(path)) continue;  // killed before the first rename
+    REQUIRE(fs::exists(path));
     const ModelFile<float> now = coulomb::io::load_model_file<float>(path);
     const bool is_a = now == a;
     const bool is_b = now == b;
@@ -443,7 +464,7 @@ TEST_CASE("AtomicWrite_SurvivesSigkillMidWrite", "[io][atomic]") {
   for (const auto& name : dir.entries()) leftovers += name.find(".tmp.") != std::string::npos;
   INFO("rounds ending with file A: " << found_a << ", with file B: " << found_b
                                      << "; temporary files left by killed writers: " << leftovers);
-  CHECK(found_a + found_b > 0);
+  CHECK(found_a + found_b == 12);
 }
 #endif
 
@@ -643,3 +664,5 @@ TEST_CASE("Checkpoint_ResumesTrainingExactly", "[io][train][checkpoint]") {
     CHECK_THROWS_AS(coulomb::train::restore_optimizer_state(ckpt, fresh, wp, "missing."), io_error);
   }
 }
+
+}  // namespace io_model_file_test

@@ -15,6 +15,10 @@
 
 #include "test_support.hpp"
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace particles_baselines_test {
+
 namespace {
 
 using coulomb::Index;
@@ -337,3 +341,5 @@ TEST_CASE("SelectRffBandwidth_PrefersTheScaleOfTheData", "[particles][baselines]
   CHECK(sel.accuracy > 0.9);
   CHECK(sel.accuracy == sel.accuracies.maxCoeff());
 }
+
+}  // namespace particles_baselines_test

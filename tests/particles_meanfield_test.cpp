@@ -13,6 +13,10 @@
 
 #include "test_support.hpp"
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace particles_meanfield_test {
+
 namespace {
 
 using coulomb::Index;
@@ -113,3 +117,5 @@ TEST_CASE("ParticleModel_MeanFieldFluctuationsShrinkWithN", "[particles][langevi
   INFO("TV distance between the mean histograms of N = 64 and 256: " << drift);
   CHECK(drift < 0.5 * histogram_spread[0]);
 }
+
+}  // namespace particles_meanfield_test

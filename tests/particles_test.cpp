@@ -14,6 +14,10 @@
 #include <coulomb/particles/langevin.hpp>
 #include <coulomb/particles/riesz.hpp>
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace particles_test {
+
 namespace {
 
 using coulomb::Index;
@@ -282,3 +286,43 @@ TEST_CASE("LangevinCallbacks_LogSnapshotAndEarlyStop", "[particles][langevin]") 
   for (std::size_t t = 0; t < log.energy.size(); ++t)
     CHECK(log.energy[t] == Approx(log.alignment[t] + 0.01 * log.repulsion[t]).epsilon(1e-12));
 }
+
+TEST_CASE("ProjectedLangevin_RejectsBadStepSizes", "[particles][langevin][input]") {
+  using coulomb::ProjectedLangevin;
+  CHECK_THROWS_WITH(
+      (ProjectedLangevin<coulomb::BallProjection, coulomb::ConstantStep>({}, {}, {0.0})),
+      Catch::Contains("'step_size'"));
+  CHECK_THROWS_AS(
+      (ProjectedLangevin<coulomb::BallProjection, coulomb::ConstantStep>({}, {}, {-1.0})),
+      coulomb::invalid_argument);
+  CHECK_THROWS_AS((ProjectedLangevin<coulomb::BallProjection, coulomb::InverseTimeStep>(
+                      {}, {}, {.step_size = 0.1, .time_scale = 0.0})),
+                  coulomb::invalid_argument);
+  CHECK_THROWS_AS((ProjectedLangevin<coulomb::BallProjection, coulomb::CosineStep>(
+                      {}, {}, {.step_size = 0.1, .final_step_size = 0.2, .horizon = 10})),
+                  coulomb::invalid_argument);
+  CHECK_THROWS_AS((ProjectedLangevin<coulomb::BallProjection, coulomb::CosineStep>(
+                      {}, {}, {.step_size = 0.1, .final_step_size = 0.0, .horizon = 0})),
+                  coulomb::invalid_argument);
+  // A user schedule without validate() that goes negative is caught at the step it does.
+  struct GoesNegative {
+    double operator()(Index t) const { return t < 3 ? 0.01 : -0.01; }
+  };
+  struct Quadratic {
+    double evaluate_with_gradient(const Mat& w, Mat& g) const {
+      g = 2.0 * w;
+      return w.squaredNorm();
+    }
+  } objective;
+  ProjectedLangevin<coulomb::BallProjection, GoesNegative> langevin({.max_iterations = 10});
+  Mat omega = Mat::Ones(3, 2);
+  CHECK_THROWS_WITH(langevin.optimize(objective, omega), Catch::Contains("at step 3"));
+  // A cosine schedule that reaches η = 0 is valid: the last steps move nothing.
+  ProjectedLangevin<coulomb::BallProjection, coulomb::CosineStep> cosine(
+      {.max_iterations = 6}, {}, {.step_size = 0.1, .final_step_size = 0.0, .horizon = 3});
+  Mat w = Mat::Ones(3, 2);
+  CHECK_NOTHROW(cosine.optimize(objective, w));
+  CHECK(w.norm() < Mat::Ones(3, 2).norm());
+}
+
+}  // namespace particles_test

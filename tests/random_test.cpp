@@ -11,6 +11,10 @@
 
 #include "test_support.hpp"
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace random_test {
+
 namespace {
 
 using coulomb_test::Index;
@@ -432,3 +436,5 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_FloatAndDoubleShareParticles", "[random][
     CHECK(rf == rd);
   }
 }
+
+}  // namespace random_test

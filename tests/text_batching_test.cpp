@@ -11,6 +11,10 @@
 
 #include "test_support.hpp"
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace text_batching_test {
+
 namespace {
 
 using coulomb::Index;
@@ -249,3 +253,5 @@ TEST_CASE("Perturb_EncodedPairsKeepSpecialTokensAndSeeds", "[text][perturb]") {
       coulomb::perturb_dataset(data, {coulomb::PerturbationKind::swap, -0.1}, std::uint64_t{1}),
       coulomb::invalid_argument);
 }
+
+}  // namespace text_batching_test

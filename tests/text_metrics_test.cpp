@@ -8,6 +8,10 @@
 
 #include "test_support.hpp"
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace text_metrics_test {
+
 namespace {
 
 using coulomb::Index;
@@ -217,3 +221,5 @@ TEST_CASE("Metrics_RejectBadInput", "[text][metrics][input]") {
   CHECK_THROWS_AS(coulomb::evaluate_classification(p, Labels{0, 1}, options),
                   coulomb::invalid_argument);
 }
+
+}  // namespace text_metrics_test

@@ -13,6 +13,10 @@
 
 #include "test_support.hpp"
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace text_reader_test {
+
 namespace {
 
 using coulomb::Index;
@@ -321,3 +325,5 @@ TEST_CASE("Text_BundledDatasetsMatchTheirProvenanceNotes", "[text][io][gzip][dat
   CHECK(sst.size() == 872);
   CHECK(sst.class_counts() == std::vector<Index>{428, 444});
 }
+
+}  // namespace text_reader_test

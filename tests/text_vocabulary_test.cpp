@@ -13,6 +13,10 @@
 
 #include "test_support.hpp"
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace text_vocabulary_test {
+
 namespace {
 
 using Catch::Matchers::Contains;
@@ -360,3 +364,5 @@ TEST_CASE("Encoder_ArbitraryBytesGiveValidSequences", "[text][encoder][input]") 
     for (const TokenId id : e.ids) REQUIRE((id >= 0 && id < vocab.size() && id != 0));
   }
 }
+
+}  // namespace text_vocabulary_test

@@ -15,6 +15,10 @@
 
 #include "test_support.hpp"
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace train_optimizer_test {
+
 namespace {
 
 using Catch::Matchers::Contains;
@@ -325,3 +329,5 @@ TEST_CASE("AdamW_ResumesExactlyFromExportedState", "[train][adamw]") {
     CHECK(other.first_moment("layer.w") == nullptr);
   }
 }
+
+}  // namespace train_optimizer_test

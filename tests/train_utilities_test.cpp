@@ -16,6 +16,10 @@
 
 #include "test_support.hpp"
 
+// Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
+// compile this file together with others.
+namespace train_utilities_test {
+
 namespace {
 
 using Catch::Matchers::Contains;
@@ -215,3 +219,5 @@ TEST_CASE("EarlyStopping_MinimizesWithMinDelta", "[train][early_stopping]") {
   CHECK_THROWS_AS(EarlyStopping<double>({.patience = 1, .min_delta = -1.0}),
                   coulomb::invalid_argument);
 }
+
+}  // namespace train_utilities_test

@@ -101,14 +101,15 @@ Scalar exp_difference(Scalar a, Scalar b) {
 /// Buffers of one block of rows.
 template <typename Scalar>
 struct BlockBuffers {
-  Matrix<Scalar> phi_q;   // C × D
-  Matrix<Scalar> phi_k;   // C × D
-  Matrix<Scalar> vx;      // C × (d_v+1): [V, 1]
-  Matrix<Scalar> numden;  // C × (d_v+1): [numerators, denominator]
-  Matrix<Scalar> gx;      // C × (d_v+1): [∂L/∂num, ∂L/∂den]
-  Matrix<Scalar> dphi;    // C × D
-  Matrix<Scalar> dx;      // C × d_k
-  Matrix<Scalar> a;       // C × C (causal): A = (Φ_Q Φ_Kᵀ) ⊙ E, lower triangle
+  Matrix<Scalar> phi_q;              // C × D
+  Matrix<Scalar> phi_k;              // C × D
+  Matrix<Scalar> vx;                 // C × (d_v+1): [V, 1]
+  Matrix<Scalar> numden;             // C × (d_v+1): [numerators, denominator]
+  Matrix<Scalar> gx;                 // C × (d_v+1): [∂L/∂num, ∂L/∂den]
+  Matrix<Scalar> dphi;               // C × D
+  Matrix<Scalar> dx;                 // C × d_k
+  BackwardWorkspace<Scalar> map_ws;  // the feature map's ∂L/∂Z, C × m
+  Matrix<Scalar> a;                  // C × C (causal): A = (Φ_Q Φ_Kᵀ) ⊙ E, lower triangle
   Matrix<Scalar> w;       // C × C (causal): W = ([dnum, dden] [V, 1]ᵀ) ⊙ E, lower triangle
   Matrix<Scalar> e;       // C × C (causal): E_ij = e^{s_j − M_i}, lower triangle
   Matrix<Scalar> scaled;  // C × (d_v+1) (causal): rows of [V, 1] or of gx times a factor
@@ -483,11 +484,22 @@ class LinearAttention {
   void map_backward(const Task& tk, const Eigen::MatrixBase<DX>& X, const MatrixType& phi,
                     Buffers& buf, Scratch& sc, Rows&& dX) const {
     const Map& fm = maps_[tk.map_index];
+    // Maps derived from FeatureMapBase take a reusable workspace; a user's map that satisfies
+    // FeatureMap without that overload gets the allocating one.
+    constexpr bool has_workspace = requires {
+      fm.backward_input(scale_ * X, phi, buf.dphi, buf.dx, buf.map_ws);
+    };
     if (options_.omega_gradient) {
-      fm.backward(scale_ * X, phi, buf.dphi, buf.dx, sc.domega_block);
+      if constexpr (has_workspace)
+        fm.backward(scale_ * X, phi, buf.dphi, buf.dx, sc.domega_block, buf.map_ws);
+      else
+        fm.backward(scale_ * X, phi, buf.dphi, buf.dx, sc.domega_block);
       sc.domega[static_cast<std::size_t>(tk.map_index)] += sc.domega_block;
     } else {
-      fm.backward_input(scale_ * X, phi, buf.dphi, buf.dx);
+      if constexpr (has_workspace)
+        fm.backward_input(scale_ * X, phi, buf.dphi, buf.dx, buf.map_ws);
+      else
+        fm.backward_input(scale_ * X, phi, buf.dphi, buf.dx);
     }
     dX = scale_ * buf.dx;
   }
