@@ -459,6 +459,39 @@ TEST_CASE("Progress_ThroughputAndEta", "[train][progress]") {
   CHECK_THAT(out2.str(), Contains("done: 10 steps, 25000 tokens in 20s (1250 tokens/s)"));
 }
 
+TEST_CASE("Progress_ResumedRunCountsOnlyTheNewWork", "[train][progress]") {
+  FakeClock time;
+  std::ostringstream out;
+  // Training resumed from a checkpoint at step 50 of 100.
+  ProgressReporter progress(out, 100, {.mode = ProgressMode::lines, .start_step = 50},
+                            time.clock());
+  CHECK(progress.step() == 50);
+  CHECK_THROWS_WITH(progress.update(49), Contains("'step'"));
+  time.now += 10.0;
+  progress.update(75);
+  CHECK(progress.throughput(time.now) == Approx(2.5));  // 25 steps in 10 s, not 75
+  CHECK(progress.eta_seconds(time.now) == Approx(10.0));
+  CHECK_THAT(progress.line(time.now), Contains("75/100 (75%)  2.5 steps/s  elapsed 10s  ETA 10s"));
+  CHECK_THROWS_WITH(progress.update(80, 90.0, {}), Contains("one form of update()"));
+
+  FakeClock t2;
+  ProgressReporter tokens(out, 0,
+                          {.unit = "tokens",
+                           .mode = ProgressMode::lines,
+                           .total_items = 3000,
+                           .start_step = 10,
+                           .start_items = 1000.0},
+                          t2.clock());
+  CHECK_THROWS_WITH(tokens.update(11, 999.0, {}), Contains("'items'") && Contains("999"));
+  t2.now += 5.0;
+  tokens.update(12, 1500.0, {});
+  CHECK(tokens.throughput(t2.now) == Approx(100.0));
+  CHECK(tokens.eta_seconds(t2.now) == Approx(15.0));  // 1500 tokens left at 100 per second
+
+  CHECK_THROWS_WITH(ProgressReporter(out, 10, {.start_step = -1}), Contains("start_step"));
+  CHECK_THROWS_WITH(ProgressReporter(out, 10, {.start_items = -1.0}), Contains("start_items"));
+}
+
 TEST_CASE("Progress_FinishLineCountsInTheUnit", "[train][progress]") {
   FakeClock time;
   std::ostringstream out;

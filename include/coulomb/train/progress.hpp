@@ -132,7 +132,12 @@ struct ProgressOptions {
   /// time). With both periods 0, lines mode prints only the finish() line.
   double line_every_seconds = 10.0;
   Index total_items = 0;  ///< total number of items, for the ETA over items (0: unknown)
-  int precision = 4;      ///< significant digits of the values on the line (1 to 17)
+  /// Steps already done when the reporter starts (≥ 0), for example when training resumes
+  /// from a checkpoint: the throughput and the ETA count only the steps after it.
+  Index start_step = 0;
+  /// Items already done when the reporter starts (≥ 0; with update(step, items, …)).
+  double start_items = 0.0;
+  int precision = 4;  ///< significant digits of the values on the line (1 to 17)
   /// Terminal mode: longest line in characters (0: the terminal's width when it can be found,
   /// else no limit). Longer lines are cut so that the carriage return never wraps.
   Index max_width = 0;
@@ -144,8 +149,8 @@ struct ProgressOptions {
   double json_min_interval = 0.0;  ///< and at least this many seconds apart (≥ 0)
 
   /// Throws invalid_argument, naming the option, for negative periods or intervals, a
-  /// precision outside [1, 17], a negative total_items or max_width, json_every_steps < 1, or
-  /// both `json` and `json_path` set.
+  /// precision outside [1, 17], a negative total_items, start_step, start_items or max_width,
+  /// json_every_steps < 1, or both `json` and `json_path` set.
   void validate() const {
     const char* where = "coulomb::train::ProgressOptions";
     using coulomb::detail::require;
@@ -159,6 +164,10 @@ struct ProgressOptions {
                 std::to_string(line_every_seconds));
     require(total_items >= 0, where,
             "argument 'total_items' must be >= 0, got " + std::to_string(total_items));
+    require(start_step >= 0, where,
+            "argument 'start_step' must be >= 0, got " + std::to_string(start_step));
+    require(start_items >= 0.0 && std::isfinite(start_items), where,
+            "argument 'start_items' must be finite and >= 0, got " + std::to_string(start_items));
     require(precision >= 1 && precision <= 17, where,
             "argument 'precision' must be in [1, 17], got " + std::to_string(precision));
     require(max_width >= 0, where,
@@ -427,6 +436,10 @@ class ProgressReporter {
     } else {
       json_ = options_.json;
     }
+    step_ = options_.start_step;
+    items_ = static_cast<double>(step_);
+    last_line_step_ = step_;
+    last_json_step_ = step_;
     start_time_ = clock_();
     last_line_time_ = start_time_;
     last_json_time_ = start_time_;
@@ -451,7 +464,7 @@ class ProgressReporter {
   bool terminal() const noexcept { return terminal_ && !silent_; }
   /// The total number of steps (0: unknown).
   Index total() const noexcept { return total_; }
-  /// The last step reported (0 before the first update).
+  /// The last step reported (`options.start_step` before the first update).
   Index step() const noexcept { return step_; }
   /// Seconds since the reporter started, on its clock.
   double elapsed() const { return clock_() - start_time_; }
@@ -476,9 +489,10 @@ class ProgressReporter {
     update_impl(step, static_cast<double>(step), false, values.data(), values.size());
   }
   /// Reports that `step` steps and `items` items (cumulative: tokens, sequences, …) are done;
-  /// the throughput counts items. Throws invalid_argument, naming the argument, if the step or
-  /// the item count is negative, goes backwards or (items) is not finite, if two values have
-  /// the same name, or if the reporter has finished.
+  /// the throughput counts items. Use one of the two forms for the whole run. Throws
+  /// invalid_argument, naming the argument, if the step or the item count goes backwards (below
+  /// the start values at first) or (items) is not finite, if two values have the same name, if
+  /// the forms are mixed, or if the reporter has finished.
   void update(Index step, double items, std::initializer_list<ProgressValue> values) {
     update_impl(step, items, true, values.begin(), values.size());
   }
@@ -544,12 +558,14 @@ class ProgressReporter {
     return s;
   }
 
-  /// Items (or steps) per second since the start, at time `now`; NaN until some time has passed
-  /// and some work is done.
+  /// Items (or steps) per second since the start, at time `now` (counting only those after
+  /// `options.start_items` or `options.start_step`); NaN until some time has passed and some
+  /// work is done.
   double throughput(double now) const {
     const double dt = now - start_time_;
-    if (!(dt > 0.0) || !(items_ > 0.0)) return std::numeric_limits<double>::quiet_NaN();
-    return items_ / dt;
+    const double done = items_ - base_items();
+    if (!(dt > 0.0) || !(done > 0.0)) return std::numeric_limits<double>::quiet_NaN();
+    return done / dt;
   }
 
   /// Estimated seconds left at time `now`: remaining items over the item rate when
@@ -560,15 +576,21 @@ class ProgressReporter {
     const double nan = std::numeric_limits<double>::quiet_NaN();
     if (!(dt > 0.0)) return nan;
     if (options_.total_items > 0 && counts_items_) {
-      if (!(items_ > 0.0)) return nan;
-      return std::max(0.0, static_cast<double>(options_.total_items) - items_) * dt / items_;
+      const double done = items_ - options_.start_items;
+      if (!(done > 0.0)) return nan;
+      return std::max(0.0, static_cast<double>(options_.total_items) - items_) * dt / done;
     }
-    if (total_ <= 0 || step_ <= 0) return nan;
-    return static_cast<double>(std::max<Index>(0, total_ - step_)) * dt /
-           static_cast<double>(step_);
+    const Index done = step_ - options_.start_step;
+    if (total_ <= 0 || done <= 0) return nan;
+    return static_cast<double>(std::max<Index>(0, total_ - step_)) * dt / static_cast<double>(done);
   }
 
  private:
+  /// Items done before the start: start_items when items are counted, else start_step.
+  double base_items() const {
+    return counts_items_ ? options_.start_items : static_cast<double>(options_.start_step);
+  }
+
   std::string label_prefix() const {
     if (options_.label.empty()) return {};
     return detail::printable(options_.label) + "  ";
@@ -607,9 +629,13 @@ class ProgressReporter {
     require(step >= step_, where,
             "argument 'step' must not go backwards: got " + std::to_string(step) + " after " +
                 std::to_string(step_));
-    require(std::isfinite(items) && items >= items_, where,
+    const double previous_items =
+        updated_ ? items_ : (counts_items ? options_.start_items : static_cast<double>(step_));
+    require(std::isfinite(items) && items >= previous_items, where,
             "argument 'items' must be finite and must not go backwards: got " +
-                std::to_string(items) + " after " + std::to_string(items_));
+                std::to_string(items) + " after " + std::to_string(previous_items));
+    require(!updated_ || counts_items == counts_items_, where,
+            "use one form of update() for the whole run: with items or without");
     for (std::size_t i = 0; i < count; ++i)
       for (std::size_t j = 0; j < i; ++j)
         require(values[i].name != values[j].name, where,
@@ -617,6 +643,7 @@ class ProgressReporter {
     step_ = step;
     items_ = items;
     counts_items_ = counts_items;
+    updated_ = true;
     values_.assign(values, values + count);
     const double now = clock_();
     if (!silent_) {
@@ -709,6 +736,7 @@ class ProgressReporter {
   Index step_ = 0;
   double items_ = 0.0;
   bool counts_items_ = false;
+  bool updated_ = false;
   std::vector<ProgressValue> values_{};
   // terminal mode
   bool drawn_once_ = false;
