@@ -86,6 +86,24 @@ TEST_CASE("Text_Sst2ReadsTheSameInGlueAndBundledColumnOrder", "[text][io]") {
   CHECK(glue.class_counts() == std::vector<Index>{2, 2});
 }
 
+TEST_CASE("Text_BundledBenchmarksReadCompletely", "[text][io][gzip]") {
+  // data/ ships SST-2 and Rotten Tomatoes (data/README.md gives their rows and label counts).
+  const std::string dir = data_dir + "/../../data";  // tests/data → data/
+  const auto sst2 =
+      coulomb::read_text_dataset_gz(dir + "/sst2/validation.tsv.gz", coulomb::TextColumns::sst2());
+  CHECK(sst2.size() == 872);
+  CHECK(sst2.class_counts() == std::vector<Index>{428, 444});
+  CHECK(sst2.empty_texts == 0);
+  const auto rt = coulomb::read_text_dataset_gz(dir + "/rotten_tomatoes/validation.tsv.gz",
+                                                coulomb::TextColumns::rotten_tomatoes());
+  CHECK(rt.size() == 1066);
+  CHECK(rt.class_counts() == std::vector<Index>{533, 533});
+  const auto rt_train = coulomb::read_text_dataset_gz(dir + "/rotten_tomatoes/train.tsv.gz",
+                                                      coulomb::TextColumns::rotten_tomatoes());
+  CHECK(rt_train.size() == 8530);
+  CHECK(rt_train.class_counts() == std::vector<Index>{4265, 4265});
+}
+
 TEST_CASE("Text_QqpReadsAsGlueDistributesIt", "[text][io]") {
   // id, qid1, qid2, question1, question2, is_duplicate; CR LF line ends; quotes are ordinary.
   const auto qqp =
