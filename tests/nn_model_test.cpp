@@ -35,6 +35,8 @@ using coulomb_nn_test::fd_gradient;
 using coulomb_nn_test::fd_tolerance;
 using coulomb_nn_test::gradient_error;
 using coulomb_nn_test::make_batch;
+using coulomb_nn_test::mask_of;
+using coulomb_nn_test::weighted_sum;
 using coulomb_test::gaussian;
 using coulomb_test::Mat;
 using Model = coulomb::nn::TextClassifier<double, coulomb::FavorPlus<double>>;
@@ -59,19 +61,6 @@ std::map<std::string, coulomb::nn::ParameterRef<double>> by_name(Model& model) {
   std::map<std::string, coulomb::nn::ParameterRef<double>> out;
   for (const auto& p : model.parameters()) out[p.name] = p;
   return out;
-}
-
-/// Loss Σ R ⊙ Y, whose gradient with respect to Y is R.
-double weighted_sum(const Mat<double>& R, const Mat<double>& Y) {
-  return (R.array() * Y.array()).sum();
-}
-
-/// A mask L × B with the given lengths.
-PaddingMask mask_of(Index L, const std::vector<Index>& lengths) {
-  PaddingMask mask = PaddingMask::Constant(L, static_cast<Index>(lengths.size()), false);
-  for (std::size_t b = 0; b < lengths.size(); ++b)
-    mask.col(static_cast<Index>(b)).head(lengths[b]).setConstant(true);
-  return mask;
 }
 
 }  // namespace

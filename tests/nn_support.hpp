@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <coulomb/attention/layout.hpp>
 #include <coulomb/nn/parameter.hpp>
 #include <coulomb/text/batching.hpp>
 
@@ -21,6 +22,20 @@ namespace coulomb_nn_test {
 
 using coulomb::Index;
 using coulomb_test::Mat;
+
+/// Loss Σ R ⊙ Y, whose gradient with respect to Y is R.
+inline double weighted_sum(const Mat<double>& R, const Mat<double>& Y) {
+  return (R.array() * Y.array()).sum();
+}
+
+/// A padding mask L × B (true = real token) with the given lengths.
+inline coulomb::PaddingMask mask_of(Index L, const std::vector<Index>& lengths) {
+  coulomb::PaddingMask mask =
+      coulomb::PaddingMask::Constant(L, static_cast<Index>(lengths.size()), false);
+  for (std::size_t b = 0; b < lengths.size(); ++b)
+    mask.col(static_cast<Index>(b)).head(lengths[b]).setConstant(true);
+  return mask;
+}
 
 /// Relative error allowed between a hand-written gradient and central differences (double).
 inline constexpr double fd_tolerance = 1e-6;
