@@ -29,6 +29,7 @@
 #include "io/crc32c.hpp"
 #include "io/model_file.hpp"
 #include "io/parameters.hpp"
+#include "io/text_model.hpp"
 #include "nn/attention_block.hpp"
 #include "nn/embedding.hpp"
 #include "nn/encoder.hpp"
