@@ -1,0 +1,501 @@
+// SPDX-License-Identifier: MIT
+/// @file train/phase_b.hpp
+/// @brief Phase B of the paper's text experiments (Badiei Khuzani et al., 2026, §4): with the
+/// feature parameters Ω frozen, every other parameter of a TextClassifier is trained with
+/// cross-entropy by AdamW, a warm-up + decay schedule and gradient clipping; the model is
+/// evaluated on a validation set after every epoch, training stops early when the validation
+/// metric stops improving, and the parameters of the best epoch are restored. Also the batched
+/// evaluation of a model on an EncodedDataset (class probabilities and the metrics of
+/// text/metrics.hpp). Documented in docs/training.md (sections "Evaluation" and "Phase B").
+///
+/// One optimization step on a batch of B sequences with labels y_b:
+///
+///     logits = model(batch, dropout on)             loss = −(1/B) Σ_b log softmax(logits_b)[y_b]
+///     g = ∂loss/∂θ for every trainable θ            (a frozen Ω gets no gradient)
+///     g ← g · min(1, c/‖g‖)                         (global-norm clipping, c = clip_norm)
+///     θ ← AdamW(θ, g, η_t)                          (η_t: linear warm-up, then linear/cosine decay)
+///
+/// Reproducible: the batches are shuffled by Batcher with a seed drawn from Rng(options.seed),
+/// the dropout masks come from another sub-stream of it, and nothing else is random, so the
+/// same model, data, options and thread count give the same bits.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "../core/check.hpp"
+#include "../core/config.hpp"
+#include "../core/error.hpp"
+#include "../core/random.hpp"
+#include "../features/feature_map.hpp"
+#include "../nn/loss.hpp"
+#include "../nn/parameter.hpp"
+#include "../nn/text_classifier.hpp"
+#include "../text/batching.hpp"
+#include "../text/encoder.hpp"
+#include "../text/metrics.hpp"
+#include "adamw.hpp"
+#include "early_stopping.hpp"
+#include "gradients.hpp"
+#include "progress.hpp"
+#include "schedule.hpp"
+
+namespace coulomb::train {
+
+// ---- evaluation -------------------------------------------------------------------------------
+
+/// Options of the evaluation of a model on a dataset.
+struct EvaluationOptions {
+  Index batch_size = 128;   ///< sequences per forward pass (≥ 1)
+  MetricOptions metrics{};  ///< ECE bins (15), positive class, log-loss floor
+
+  /// Throws invalid_argument unless batch_size ≥ 1 and metrics.num_bins ≥ 1.
+  void validate() const {
+    const char* where = "coulomb::train::EvaluationOptions";
+    coulomb::detail::require(
+        batch_size >= 1, where,
+        "argument 'batch_size' must be at least 1, got " + std::to_string(batch_size));
+    coulomb::detail::require(metrics.num_bins >= 1, where,
+                             "argument 'metrics.num_bins' must be at least 1, got " +
+                                 std::to_string(metrics.num_bins));
+  }
+};
+
+/// The result of evaluating a model on a labelled dataset.
+struct Evaluation {
+  ClassificationMetrics metrics{};  ///< accuracy, MCC, F1, ECE, log loss, Brier score
+  double seconds = 0.0;             ///< wall time of the forward passes and the metrics
+  Index tokens = 0;                 ///< tokens of the dataset (padding excluded)
+};
+
+/// Batched evaluation of a TextClassifier without dropout. Keeps its buffers (batch, logits,
+/// probabilities) between calls, so evaluating every epoch allocates little. One evaluator per
+/// thread of control.
+template <RealScalar S>
+class Evaluator {
+ public:
+  /// An evaluator with the given options. Throws invalid_argument for invalid ones.
+  explicit Evaluator(EvaluationOptions options = {}) : options_(options) { options_.validate(); }
+
+  /// The options.
+  const EvaluationOptions& options() const noexcept { return options_; }
+
+  /// The predicted class probabilities of `model` for every sequence of `data`: an n × C
+  /// matrix whose row i is the softmax of the logits of sequence i (dataset order). The
+  /// reference stays valid until the next call. Runs evaluation forwards (no dropout), which
+  /// replace the state a backward would use. Throws invalid_argument for an empty dataset and
+  /// as the model's forward (a sequence longer than config.max_length, an id outside the
+  /// vocabulary).
+  template <FeatureMap Map>
+  const Matrix<S>& probabilities(nn::TextClassifier<S, Map>& model, const EncodedDataset& data) {
+    coulomb::detail::require(data.size() > 0, "coulomb::train::Evaluator::probabilities",
+                             "argument 'data' is empty");
+    const Index n = data.size();
+    const Index C = model.config().num_classes;
+    probs_.resize(n, C);
+    indices_.resize(static_cast<std::size_t>(std::min(options_.batch_size, n)));
+    for (Index start = 0; start < n; start += options_.batch_size) {
+      const Index count = std::min(options_.batch_size, n - start);
+      indices_.resize(static_cast<std::size_t>(count));
+      for (Index b = 0; b < count; ++b) indices_[static_cast<std::size_t>(b)] = start + b;
+      make_batch(data, std::span<const Index>(indices_), batch_);
+      model.forward(batch_, logits_);
+      nn::softmax_probabilities(logits_, batch_probs_);
+      probs_.middleRows(start, count) = batch_probs_;
+    }
+    return probs_;
+  }
+
+  /// The metrics of `model` on the labelled dataset `data` (see probabilities()). Throws
+  /// invalid_argument also when a label is outside [0, C) (an unlabelled dataset).
+  template <FeatureMap Map>
+  Evaluation evaluate(nn::TextClassifier<S, Map>& model, const EncodedDataset& data) {
+    const auto start = std::chrono::steady_clock::now();
+    const Matrix<S>& p = probabilities(model, data);
+    Evaluation e;
+    e.metrics = evaluate_classification(p, std::span<const int>(data.labels), options_.metrics);
+    e.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    e.tokens = static_cast<Index>(data.ids.size());
+    return e;
+  }
+
+ private:
+  EvaluationOptions options_;
+  TokenBatch batch_;
+  std::vector<Index> indices_;
+  Matrix<S> logits_, batch_probs_, probs_;
+};
+
+/// The class probabilities of `model` on `data` (see Evaluator::probabilities), as a new matrix.
+template <RealScalar S, FeatureMap Map>
+Matrix<S> predict_probabilities(nn::TextClassifier<S, Map>& model, const EncodedDataset& data,
+                                const EvaluationOptions& options = {}) {
+  Evaluator<S> evaluator(options);
+  return evaluator.probabilities(model, data);
+}
+
+/// The metrics of `model` on the labelled dataset `data` (see Evaluator::evaluate).
+template <RealScalar S, FeatureMap Map>
+Evaluation evaluate_model(nn::TextClassifier<S, Map>& model, const EncodedDataset& data,
+                          const EvaluationOptions& options = {}) {
+  Evaluator<S> evaluator(options);
+  return evaluator.evaluate(model, data);
+}
+
+// ---- Phase B ----------------------------------------------------------------------------------
+
+/// The validation metric that early stopping watches.
+enum class ValidationMetric {
+  accuracy,  ///< larger is better
+  mcc,       ///< Matthews correlation, larger is better
+  f1,        ///< F1 of the positive class (macro F1 for C > 2), larger is better
+  log_loss,  ///< mean negative log-likelihood, smaller is better
+};
+
+/// The name of a validation metric: "accuracy", "mcc", "f1" or "log_loss".
+inline const char* to_string(ValidationMetric metric) noexcept {
+  switch (metric) {
+    case ValidationMetric::accuracy:
+      return "accuracy";
+    case ValidationMetric::mcc:
+      return "mcc";
+    case ValidationMetric::f1:
+      return "f1";
+    case ValidationMetric::log_loss:
+      return "log_loss";
+  }
+  return "unknown";
+}
+
+/// The value of `metric` in `m`.
+inline double metric_value(const ClassificationMetrics& m, ValidationMetric metric) noexcept {
+  switch (metric) {
+    case ValidationMetric::accuracy:
+      return m.accuracy;
+    case ValidationMetric::mcc:
+      return m.mcc;
+    case ValidationMetric::f1:
+      return m.f1;
+    case ValidationMetric::log_loss:
+      return m.log_loss;
+  }
+  return m.accuracy;
+}
+
+/// Options of Phase B (train_phase_b).
+struct PhaseBOptions {
+  Index epochs = 10;                  ///< passes over the training set (≥ 1)
+  Index batch_size = 32;              ///< sequences per step (≥ 1)
+  double learning_rate = 1e-3;        ///< peak rate η of AdamW (> 0)
+  double final_learning_rate = 0.0;   ///< rate at the end of the decay, in [0, learning_rate]
+  double weight_decay = 0.01;         ///< decoupled weight decay λ ≥ 0 (weights and embeddings)
+  double beta1 = 0.9;                 ///< AdamW β₁ ∈ [0, 1)
+  double beta2 = 0.999;               ///< AdamW β₂ ∈ [0, 1)
+  double warmup_fraction = 0.1;       ///< warm-up length as a fraction of the total steps, [0, 1]
+  Index warmup_steps = -1;            ///< warm-up length in steps; ≥ 0 overrides warmup_fraction
+  Decay decay = Decay::linear;        ///< decay after the warm-up, over the total steps
+  double clip_norm = 1.0;             ///< global gradient-norm bound c (0: no clipping)
+  Index patience = 2;                 ///< epochs without improvement before stopping (0: never)
+  double min_delta = 0.0;             ///< least improvement of the metric that counts (≥ 0)
+  ValidationMetric metric = ValidationMetric::accuracy;  ///< what early stopping watches
+  bool restore_best = true;           ///< end with the parameters of the best validation epoch
+  Index max_steps = 0;                ///< stop after this many steps in all (0: no limit)
+  Index pad_to = 0;                   ///< pad every batch to this length (0: longest in batch)
+  Index eval_batch_size = 128;        ///< sequences per evaluation forward (≥ 1)
+  std::uint64_t seed = 0;             ///< seeds the batch order and the dropout masks
+  ProgressReporter* progress = nullptr;  ///< step progress (not owned; finished at the end)
+
+  /// Throws invalid_argument, naming the field, unless every field is valid.
+  void validate() const {
+    const char* where = "coulomb::train::PhaseBOptions";
+    using coulomb::detail::require;
+    require(epochs >= 1, where, "argument 'epochs' must be at least 1, got " +
+                                    std::to_string(epochs));
+    require(batch_size >= 1, where,
+            "argument 'batch_size' must be at least 1, got " + std::to_string(batch_size));
+    coulomb::detail::require_positive(learning_rate, where, "learning_rate");
+    require(final_learning_rate >= 0.0 && final_learning_rate <= learning_rate, where,
+            "argument 'final_learning_rate' must be in [0, learning_rate], got " +
+                std::to_string(final_learning_rate));
+    require(weight_decay >= 0.0 && std::isfinite(weight_decay), where,
+            "argument 'weight_decay' must be finite and >= 0, got " +
+                std::to_string(weight_decay));
+    require(beta1 >= 0.0 && beta1 < 1.0, where,
+            "argument 'beta1' must be in [0, 1), got " + std::to_string(beta1));
+    require(beta2 >= 0.0 && beta2 < 1.0, where,
+            "argument 'beta2' must be in [0, 1), got " + std::to_string(beta2));
+    require(warmup_fraction >= 0.0 && warmup_fraction <= 1.0, where,
+            "argument 'warmup_fraction' must be in [0, 1], got " +
+                std::to_string(warmup_fraction));
+    require(clip_norm >= 0.0 && std::isfinite(clip_norm), where,
+            "argument 'clip_norm' must be finite and >= 0 (0: no clipping), got " +
+                std::to_string(clip_norm));
+    require(patience >= 0, where,
+            "argument 'patience' must be >= 0 (0: no early stopping), got " +
+                std::to_string(patience));
+    require(min_delta >= 0.0 && std::isfinite(min_delta), where,
+            "argument 'min_delta' must be finite and >= 0, got " + std::to_string(min_delta));
+    require(max_steps >= 0, where,
+            "argument 'max_steps' must be >= 0 (0: no limit), got " + std::to_string(max_steps));
+    require(pad_to >= 0, where,
+            "argument 'pad_to' must be >= 0 (0: longest in batch), got " + std::to_string(pad_to));
+    require(eval_batch_size >= 1, where,
+            "argument 'eval_batch_size' must be at least 1, got " +
+                std::to_string(eval_batch_size));
+  }
+};
+
+/// What one epoch of Phase B did.
+struct EpochRecord {
+  Index epoch = 0;                                        ///< 0-based
+  Index steps = 0;                                        ///< optimizer steps in this epoch
+  double train_loss = 0.0;                                ///< mean training loss of its steps
+  double learning_rate = 0.0;                             ///< rate of its last step
+  double validation_accuracy = std::numeric_limits<double>::quiet_NaN();  ///< NaN: none
+  double validation_loss = std::numeric_limits<double>::quiet_NaN();      ///< log loss
+  double validation_metric = std::numeric_limits<double>::quiet_NaN();    ///< early stopping's
+  bool improved = false;       ///< the epoch became the best so far
+  double tokens_per_second = 0.0;  ///< training tokens (padding excluded) per second
+  double seconds = 0.0;            ///< wall time of the epoch, evaluation included
+};
+
+/// What Phase B did: one record per epoch and the totals.
+struct PhaseBHistory {
+  std::vector<EpochRecord> epochs{};  ///< in order
+  Index best_epoch = -1;              ///< epoch whose parameters the model holds (−1: the last)
+  double best_metric = std::numeric_limits<double>::quiet_NaN();  ///< its validation metric
+  Index steps = 0;                    ///< optimizer steps in all
+  Index tokens = 0;                   ///< training tokens processed (padding excluded)
+  double seconds = 0.0;               ///< wall time
+  double train_seconds = 0.0;         ///< wall time of the optimizer steps alone
+  bool stopped_early = false;         ///< early stopping ended the run
+  bool reached_max_steps = false;     ///< options.max_steps ended the run
+
+  /// Training tokens per second over the optimizer steps (0 before any step).
+  double tokens_per_second() const noexcept {
+    return train_seconds > 0.0 ? static_cast<double>(tokens) / train_seconds : 0.0;
+  }
+};
+
+namespace detail {
+
+/// One Phase B optimizer step after another on a model: forward with dropout, cross-entropy,
+/// backward, finiteness check, clipping, AdamW. Holds the optimizer, the schedule, the parameter
+/// list and the buffers; the model must outlive it and keep its parameter list.
+template <RealScalar S, FeatureMap Map>
+class PhaseBStepper {
+ public:
+  PhaseBStepper(nn::TextClassifier<S, Map>& model, const PhaseBOptions& options,
+                Index total_steps, Rng dropout_rng)
+      : model_(&model),
+        params_(model.parameters()),
+        adamw_(AdamWOptions{options.beta1, options.beta2, 1e-8, options.weight_decay, false}),
+        clip_norm_(options.clip_norm),
+        dropout_rng_(dropout_rng) {
+    const Index total = std::max<Index>(total_steps, 1);
+    const Index warmup =
+        options.warmup_steps >= 0
+            ? std::min(options.warmup_steps, total)
+            : static_cast<Index>(std::llround(options.warmup_fraction * static_cast<double>(total)));
+    schedule_ = LearningRateSchedule{options.learning_rate, options.final_learning_rate, warmup,
+                                     total, options.decay};
+    schedule_.validate();
+  }
+
+  /// Optimizer steps taken.
+  Index steps() const noexcept { return static_cast<Index>(adamw_.step_count()); }
+  /// The rate of the next step.
+  double next_learning_rate() const { return schedule_(steps()); }
+  /// The parameter list (as of construction).
+  const nn::ParameterList<S>& parameters() const noexcept { return params_; }
+
+  /// One step on `batch`; returns its loss. Throws numerical_error naming the step and, when
+  /// one is to blame, the parameter, leaving the parameters as they were before the step.
+  double step(const TokenBatch& batch) {
+    const char* where = "coulomb::train::train_phase_b";
+    const std::int64_t t = adamw_.step_count() + 1;
+    try {
+      model_->forward(batch, logits_, true, dropout_rng_);
+    } catch (const coulomb::invalid_argument& e) {
+      // The attention refuses non-finite queries, keys or values: report it as a divergence.
+      if (std::string_view(e.what()).find("non-finite") == std::string_view::npos) throw;
+      overflow(t, where, e.what());
+    }
+    if (!logits_.allFinite()) overflow(t, where, "the logits are not finite");
+    const S loss = nn::softmax_cross_entropy(logits_, std::span<const int>(batch.labels),
+                                             dlogits_);
+    if (!std::isfinite(static_cast<double>(loss))) overflow(t, where, "the loss is not finite");
+    model_->zero_grad();
+    model_->backward(dlogits_);
+    require_finite_parameters(params_, t, FiniteCheck::gradients);
+    if (clip_norm_ > 0.0) clip_gradient_norm(params_, clip_norm_);
+    adamw_.step(params_, schedule_(steps()));
+    return static_cast<double>(loss);
+  }
+
+ private:
+  /// Names a non-finite parameter value if there is one (numerical_error from
+  /// require_finite_parameters), else reports `what` at step t.
+  [[noreturn]] void overflow(std::int64_t t, const char* where, const std::string& what) {
+    require_finite_parameters(params_, t, FiniteCheck::values);
+    std::ostringstream os;
+    os << where << ": step " << t << ": " << what
+       << " although every parameter is finite (the values grew too large: lower the learning "
+          "rate or clip the gradients)";
+    throw numerical_error(os.str());
+  }
+
+  nn::TextClassifier<S, Map>* model_;
+  nn::ParameterList<S> params_;
+  AdamW<S> adamw_;
+  LearningRateSchedule schedule_;
+  double clip_norm_;
+  Rng dropout_rng_;
+  Matrix<S> logits_, dlogits_;
+};
+
+/// Sum of the lengths of a batch's sequences.
+inline Index batch_tokens(const TokenBatch& batch) {
+  Index n = 0;
+  for (const Index len : batch.lengths) n += len;
+  return n;
+}
+
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace detail
+
+/// Phase B: trains the trainable parameters of `model` (a frozen Ω stays bit for bit as it is)
+/// on `train` with cross-entropy, AdamW, the warm-up + decay schedule and gradient clipping of
+/// `options`, evaluating on `validation` after every epoch. With a non-empty validation set it
+/// stops after options.patience epochs without improvement of options.metric and, with
+/// options.restore_best, ends with the parameters of the best epoch; with an empty one it runs
+/// every epoch (or options.max_steps) and keeps the last parameters. Returns the history.
+///
+/// Throws invalid_argument for invalid options, an empty training set, or data the model
+/// refuses (a sequence longer than config.max_length, an id outside the vocabulary, a label
+/// outside [0, C)); numerical_error "step N: the gradient of parameter 'name' has a non-finite
+/// entry …" (or "step N: the logits are not finite …" when no parameter is to blame) when
+/// training diverges, leaving the model with the parameters of the last finite step.
+template <RealScalar S, FeatureMap Map>
+PhaseBHistory train_phase_b(nn::TextClassifier<S, Map>& model, const EncodedDataset& train,
+                            const EncodedDataset& validation, const PhaseBOptions& options) {
+  const char* where = "coulomb::train::train_phase_b";
+  options.validate();
+  coulomb::detail::require(train.size() > 0, where, "argument 'train' is empty");
+  const auto start = std::chrono::steady_clock::now();
+
+  Rng root(options.seed);
+  const std::uint64_t batch_seed = root();
+  BatcherOptions batcher_options;
+  batcher_options.batch_size = options.batch_size;
+  batcher_options.shuffle = true;
+  batcher_options.seed = batch_seed;
+  batcher_options.pad_to = options.pad_to;
+  Batcher batcher(train, batcher_options);
+  const Index per_epoch = batcher.num_batches();
+  Index total = per_epoch * options.epochs;
+  if (options.max_steps > 0) total = std::min(total, options.max_steps);
+
+  detail::PhaseBStepper<S, Map> stepper(model, options, total, root.split(1));
+  const nn::ParameterList<S>& params = stepper.parameters();
+  const bool validate_epochs = validation.size() > 0;
+  EarlyStoppingOptions stop_options;
+  stop_options.patience =
+      options.patience > 0 ? options.patience : std::numeric_limits<Index>::max();
+  stop_options.min_delta = options.min_delta;
+  stop_options.goal = options.metric == ValidationMetric::log_loss ? MetricGoal::minimize
+                                                                   : MetricGoal::maximize;
+  EarlyStopping<S> stop(stop_options);
+  Evaluator<S> evaluator(EvaluationOptions{options.eval_batch_size, {}});
+
+  ProgressReporter* progress = options.progress;
+  if (progress) progress->set_total(total);
+
+  PhaseBHistory history;
+  TokenBatch batch;
+  std::vector<ProgressValue> values{{"loss", 0.0}, {"lr", 0.0}};
+  for (Index epoch = 0; epoch < options.epochs; ++epoch) {
+    if (options.max_steps > 0 && history.steps >= options.max_steps) break;
+    const auto epoch_start = std::chrono::steady_clock::now();
+    EpochRecord record;
+    record.epoch = epoch;
+    batcher.start_epoch(static_cast<std::uint64_t>(epoch));
+    double loss_sum = 0.0;
+    Index epoch_tokens = 0;
+    while (batcher.next(batch)) {
+      record.learning_rate = stepper.next_learning_rate();
+      const double loss = stepper.step(batch);
+      loss_sum += loss;
+      ++record.steps;
+      ++history.steps;
+      epoch_tokens += detail::batch_tokens(batch);
+      if (progress) {
+        values[0].value = loss_sum / static_cast<double>(record.steps);
+        values[1].value = record.learning_rate;
+        progress->update(history.steps, static_cast<double>(history.tokens + epoch_tokens),
+                         values);
+      }
+      if (options.max_steps > 0 && history.steps >= options.max_steps) {
+        history.reached_max_steps = true;
+        break;
+      }
+    }
+    const double train_seconds = detail::seconds_since(epoch_start);
+    history.train_seconds += train_seconds;
+    history.tokens += epoch_tokens;
+    record.train_loss = record.steps > 0 ? loss_sum / static_cast<double>(record.steps) : 0.0;
+    record.tokens_per_second =
+        train_seconds > 0.0 ? static_cast<double>(epoch_tokens) / train_seconds : 0.0;
+    if (validate_epochs) {
+      const Evaluation e = evaluator.evaluate(model, validation);
+      record.validation_accuracy = e.metrics.accuracy;
+      record.validation_loss = e.metrics.log_loss;
+      record.validation_metric = metric_value(e.metrics, options.metric);
+      record.improved = stop.update(epoch, record.validation_metric, params);
+    }
+    record.seconds = detail::seconds_since(epoch_start);
+    history.epochs.push_back(record);
+    if (progress) {
+      std::ostringstream os;
+      os << "epoch " << (epoch + 1) << "/" << options.epochs << ": train loss "
+         << record.train_loss;
+      if (validate_epochs)
+        os << ", validation accuracy " << record.validation_accuracy << ", loss "
+           << record.validation_loss << (record.improved ? " (best)" : "");
+      progress->message(os.str());
+    }
+    if (validate_epochs && stop.should_stop()) {
+      history.stopped_early = epoch + 1 < options.epochs;
+      break;
+    }
+  }
+  if (validate_epochs && options.restore_best && stop.has_best()) {
+    stop.restore_best(params);
+    history.best_epoch = stop.best_epoch();
+    history.best_metric = stop.best_value();
+  } else if (!history.epochs.empty()) {
+    history.best_epoch = history.epochs.back().epoch;
+    history.best_metric = history.epochs.back().validation_metric;
+  }
+  require_finite_parameters(params, static_cast<std::int64_t>(history.steps),
+                            FiniteCheck::values);
+  if (progress && !progress->finished()) progress->finish();
+  history.seconds = detail::seconds_since(start);
+  return history;
+}
+
+}  // namespace coulomb::train
