@@ -7,6 +7,11 @@
 #                       build and run every unit test. Clang when it is installed (it compiles
 #                       the sanitized, template-heavy tests about twice as fast as GCC; set
 #                       COULOMB_SANITIZE_CXX to choose another compiler).
+#   3. fuzzing          the libFuzzer targets of fuzz/ (clang; built in build-sanitize/, or in
+#                       build-fuzz/ when step 2 does not use clang) run for COULOMB_FUZZ_SECONDS
+#                       (45) each, two at a time, from copies of the seed corpora
+#                       (scripts/run_fuzzers.sh); any crash, leak or sanitizer report fails.
+#                       COULOMB_FUZZ_SECONDS=0 skips the step.
 # The unit tests are compiled once, in step 2: a second, unsanitized build of them would double
 # the time of the whole check. COULOMB_RELEASE_TESTS=1 also builds and runs them in step 1
 # (optimized, with the default compiler).
@@ -24,7 +29,7 @@ finish() {
   local rc=$?
   local elapsed=$((SECONDS - start_time))
   if [[ ${rc} -eq 0 ]]; then
-    echo "test.sh: SUMMARY: all steps passed (Release build + sanitized unit tests) in ${elapsed}s"
+    echo "test.sh: SUMMARY: all steps passed (Release build + sanitized unit tests + fuzzing) in ${elapsed}s"
   else
     echo "test.sh: SUMMARY: FAILED during '${step}' (exit status ${rc}) after ${elapsed}s" >&2
   fi
@@ -58,10 +63,21 @@ sanitize_cxx="${COULOMB_SANITIZE_CXX:-}"
 if [[ -z "${sanitize_cxx}" ]] && command -v clang++ >/dev/null 2>&1; then
   sanitize_cxx="$(command -v clang++)"
 fi
+# The fuzzers (step 3) need clang; when step 2 uses it, they are built there.
+fuzz_seconds="${COULOMB_FUZZ_SECONDS:-45}"
+fuzz_dir=""
+if [[ "${fuzz_seconds}" != "0" ]]; then
+  if [[ -n "${sanitize_cxx}" && "$(basename "${sanitize_cxx}")" == clang* ]]; then
+    fuzz_dir="build-sanitize"
+  else
+    fuzz_dir="build-fuzz"
+  fi
+fi
 step="configure build-sanitize/ (Debug, ASan+UBSan${sanitize_cxx:+, ${sanitize_cxx}})"
 echo "==> ${step}"
 cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DCOULOMB_SANITIZE=ON -DCOULOMB_WERROR=ON \
   -DCOULOMB_BUILD_BENCHMARKS=OFF -DCOULOMB_BUILD_EXAMPLES=OFF \
+  -DCOULOMB_BUILD_FUZZERS="$([[ "${fuzz_dir}" == build-sanitize ]] && echo ON || echo OFF)" \
   ${sanitize_cxx:+-DCMAKE_CXX_COMPILER="${sanitize_cxx}"}
 
 step="build build-sanitize/"
@@ -70,6 +86,29 @@ cmake --build build-sanitize -j"${JOBS}"
 
 step="ctest build-sanitize/"
 echo "==> ${step}"
-ctest --test-dir build-sanitize --output-on-failure -j2 -E "consumer_package|api_docs_complete"
+ctest --test-dir build-sanitize --output-on-failure -j2 -LE fuzz \
+  -E "consumer_package|api_docs_complete|docs_getting_started"
+
+# --- 3. Fuzzing ---------------------------------------------------------------
+if [[ "${fuzz_dir}" == "build-fuzz" ]]; then
+  step="configure build-fuzz/ (clang, libFuzzer)"
+  echo "==> ${step}"
+  if ! command -v clang++ >/dev/null 2>&1; then
+    echo "test.sh: the fuzzers need clang++ (scripts/install_deps.sh installs it);" \
+      "COULOMB_FUZZ_SECONDS=0 skips them" >&2
+    exit 1
+  fi
+  cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCOULOMB_WERROR=ON \
+    -DCMAKE_CXX_COMPILER="$(command -v clang++)" -DCOULOMB_BUILD_FUZZERS=ON \
+    -DCOULOMB_BUILD_TESTS=OFF -DCOULOMB_BUILD_BENCHMARKS=OFF -DCOULOMB_BUILD_EXAMPLES=OFF
+  step="build build-fuzz/"
+  echo "==> ${step}"
+  cmake --build build-fuzz -j"${JOBS}" --target fuzz_model_file fuzz_tsv fuzz_text
+fi
+if [[ -n "${fuzz_dir}" ]]; then
+  step="fuzz (${fuzz_dir}/fuzz, ${fuzz_seconds} s per fuzzer)"
+  echo "==> ${step}"
+  COULOMB_FUZZ_SECONDS="${fuzz_seconds}" scripts/run_fuzzers.sh "${fuzz_dir}"
+fi
 
 step="done"
