@@ -489,6 +489,49 @@ void require_text_model_types(const TextModelHeader& header, const std::string& 
                    std::string(name) + "' (read_text_model_header gives the type to load with)");
 }
 
+/// Throws io_error unless the tensors of `file` under the model prefix hold at least as many
+/// entries as each of the largest blocks the configuration implies (token and position
+/// embeddings, the feed-forward and attention weights of all layers, Ω, the classifier), so that
+/// a corrupted configuration cannot make the model allocate more than the file could fill: the
+/// model is built only after this check, and its parameters are then checked one by one.
+template <RealScalar S>
+void require_plausible_size(const ModelFile<S>& file, const TextModelHeader& header,
+                            const std::string& where) {
+  double stored = 0.0;
+  for (const auto& t : file.tensors()) {
+    if (std::string_view(t.name).substr(0, TextModelFormat::tensor_prefix.size()) ==
+        TextModelFormat::tensor_prefix)
+      stored += static_cast<double>(t.value.size());
+  }
+  const nn::TextClassifierConfig& c = header.config;
+  const auto d = static_cast<double>(c.d_model);
+  const auto layers = static_cast<double>(c.num_layers);
+  const double omegas = c.attention == nn::AttentionKind::linear
+                            ? (c.shared_omega ? 1.0 : layers) *
+                                  static_cast<double>(c.num_features) * d /
+                                  static_cast<double>(c.num_heads)
+                            : 0.0;
+  const std::pair<const char*, double> blocks[] = {
+      {"config.vocab_size × config.d_model", static_cast<double>(c.vocab_size) * d},
+      {"config.max_length × config.d_model", static_cast<double>(c.max_length) * d},
+      {"config.num_segments × config.d_model",
+       c.use_segments ? static_cast<double>(c.num_segments) * d : 0.0},
+      {"config.num_layers × config.d_model × config.d_ff",
+       layers * d * static_cast<double>(c.d_ff)},
+      {"config.num_layers × config.d_model²", layers * d * d},
+      {"the Ω entries", omegas},
+      {"config.d_model × config.num_classes", d * static_cast<double>(c.num_classes)}};
+  auto count = [](double x) {
+    return x < 9e15 ? std::to_string(static_cast<long long>(x)) : shortest_decimal(x);
+  };
+  for (const auto& [what, need] : blocks) {
+    if (need > stored)
+      throw io_error(where + ": '" + file.source() + "': the configuration needs " + what + " = " +
+                     count(need) + " parameters, more than the " + count(stored) +
+                     " entries of the file's tensors (a corrupted configuration?)");
+  }
+}
+
 /// Re-sets every Ω so that the layers' feature maps hold the loaded values now (not only at the
 /// next forward).
 template <RealScalar S, FeatureMap Map>
@@ -623,6 +666,7 @@ LoadedTextModel<S, Map> load_text_model(const ModelFile<S>& file,
   TextModelHeader header = detail::parse_text_model_header(file, where);
   detail::require_text_model_types<S, Map>(header, where);
   Vocabulary vocabulary = detail::parse_text_model_vocabulary(file, header, where);
+  detail::require_plausible_size(file, header, where);
   nn::TextClassifierConfig config = header.config;
   if (options.num_threads) config.num_threads = *options.num_threads;
   FeatureMapSpec spec = header.feature_map;
