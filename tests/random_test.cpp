@@ -146,6 +146,34 @@ TEST_CASE("Rng_DeterministicForSeed", "[random]") {
   CHECK(equal_after_reseed == 100);
 }
 
+TEST_CASE("Rng_StateSavedAndRestoredContinuesTheStream", "[random]") {
+  // A generator restored from a saved state continues the stream of the saved one exactly,
+  // also after draws of every kind (integers, uniforms, Gaussians, splits), as a checkpoint
+  // needs.
+  coulomb::Rng a(coulomb_test::base_seed());
+  for (int k = 0; k < 37; ++k) (void)a();
+  (void)coulomb::standard_normal(a);
+  (void)a.split(3);
+  const std::array<std::uint64_t, 4> saved = a.state();
+  std::vector<std::uint64_t> expected;
+  for (int k = 0; k < 200; ++k) expected.push_back(a());
+  const double expected_normal = coulomb::standard_normal(a);
+
+  coulomb::Rng b(12345);  // any other generator
+  CHECK_FALSE(b.state() == saved);
+  b.set_state(saved);
+  std::vector<std::uint64_t> got;
+  for (int k = 0; k < 200; ++k) got.push_back(b());
+  CHECK(got == expected);
+  CHECK(coulomb::standard_normal(b) == expected_normal);
+  CHECK(a == b);
+
+  // The all-zero state is a fixed point of xoshiro256++: refused, the generator unchanged.
+  const auto before = b.state();
+  CHECK_THROWS_AS(b.set_state({0, 0, 0, 0}), coulomb::invalid_argument);
+  CHECK(b.state() == before);
+}
+
 TEST_CASE("Rng_DifferentSeedsGiveDifferentStreams", "[random]") {
   const std::uint64_t seed = coulomb_test::base_seed();
   for (const std::uint64_t other : {seed + 1, seed ^ (std::uint64_t{1} << 63), ~seed}) {

@@ -73,6 +73,21 @@ class Rng {
   /// Two generators are equal when their states are (they produce the same stream).
   friend bool operator==(const Rng&, const Rng&) = default;
 
+  /// The four state words, so that a checkpoint can save the generator and continue its
+  /// stream exactly later (set_state).
+  std::array<std::uint64_t, 4> state() const noexcept { return state_; }
+
+  /// Continues the stream from `state` (as returned by state()): the next outputs are those
+  /// the saved generator would have produced. Throws invalid_argument for the all-zero state,
+  /// which xoshiro256++ never reaches (it would output zeros for ever).
+  void set_state(const std::array<std::uint64_t, 4>& state) {
+    if (state[0] == 0 && state[1] == 0 && state[2] == 0 && state[3] == 0) {
+      throw invalid_argument(
+          "coulomb::Rng::set_state: argument 'state' is all zero, which no generator reaches");
+    }
+    state_ = state;
+  }
+
  private:
   static std::uint64_t splitmix64(std::uint64_t& x) noexcept {
     std::uint64_t z = (x += 0x9E3779B97F4A7C15ULL);
