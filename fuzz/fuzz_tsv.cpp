@@ -12,7 +12,8 @@
 //   - the readers return or throw coulomb::io_error; any other exception, crash, leak or
 //     sanitizer report is a bug;
 //   - a table has header.size() fields in every row, increasing line numbers after the
-//     header's, and report.rows == rows.size();
+//     header's, report.rows == rows.size(), and counts every line once (header, row, skipped
+//     row or blank line);
 //   - with MalformedRows::skip the table reader throws only for text that has no non-blank line;
 //   - a dataset agrees with the table read in the same mode: same rows, lines, texts and counts,
 //     labels that are the label column's integers in [0, num_classes);
@@ -56,7 +57,22 @@ bool has_no_content(std::string_view text) {
   return true;
 }
 
-void check_table(const coulomb::TsvTable& table) {
+// Number of lines of `text` after the BOM (a last line may lack its LF).
+std::size_t count_lines(std::string_view text) {
+  if (text.size() >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
+  std::size_t lines = 0;
+  for (const char c : text) lines += c == '\n' ? 1 : 0;
+  if (!text.empty() && text.back() != '\n') ++lines;
+  return lines;
+}
+
+void check_table(std::string_view text, const coulomb::TsvTable& table) {
+  // Every line is the header, a row, a skipped row or a blank line.
+  const auto& r = table.report;
+  require(1 + r.rows + r.skipped_rows + r.blank_lines == count_lines(text));
+  for (std::size_t i = 1; i < r.skipped_lines.size(); ++i) {
+    require(r.skipped_lines[i - 1] < r.skipped_lines[i]);
+  }
   require(!table.header.empty());
   require(table.rows.size() == table.line_numbers.size());
   require(table.report.rows == table.rows.size());
@@ -143,7 +159,7 @@ void check_text(std::string_view text) {
       if (mode == coulomb::MalformedRows::skip) require(has_no_content(text));
     }
     if (parsed) {
-      check_table(table);
+      check_table(text, table);
       if (mode == coulomb::MalformedRows::error) require(table.report.skipped_rows == 0);
     }
     const coulomb::TsvTable* t = parsed ? &table : nullptr;
