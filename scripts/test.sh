@@ -24,12 +24,13 @@ njobs() { nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2; 
 JOBS="$(njobs)"
 
 step="start"
+fuzz_dir=""
 start_time=${SECONDS}
 finish() {
   local rc=$?
   local elapsed=$((SECONDS - start_time))
   if [[ ${rc} -eq 0 ]]; then
-    echo "test.sh: SUMMARY: all steps passed (Release build + sanitized unit tests + fuzzing) in ${elapsed}s"
+    echo "test.sh: SUMMARY: all steps passed (Release build + sanitized unit tests${fuzz_dir:+ + fuzzing}) in ${elapsed}s"
   else
     echo "test.sh: SUMMARY: FAILED during '${step}' (exit status ${rc}) after ${elapsed}s" >&2
   fi
