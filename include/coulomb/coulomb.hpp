@@ -58,5 +58,7 @@
 #include "train/early_stopping.hpp"
 #include "train/gradients.hpp"
 #include "train/parameter_snapshot.hpp"
+#include "train/phase_a.hpp"
+#include "train/phase_b.hpp"
 #include "train/progress.hpp"
 #include "train/schedule.hpp"

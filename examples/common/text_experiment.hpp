@@ -1,0 +1,693 @@
+// SPDX-License-Identifier: MIT
+// examples/common/text_experiment.hpp: one cell of the paper's sentence benchmarks (Badiei
+// Khuzani et al., 2026, §5) — one (dataset, feature map, kernel, attention, Q = K, seed) — as a
+// function that other programs (text_classification, a multi-seed driver) call:
+//
+//   1. read <data>/train.tsv(.gz) and <data>/validation.tsv(.gz) (columns detected from the
+//      header: SST-2/Rotten Tomatoes `label sentence`, MRPC `label sentence1 sentence2`, GLUE's
+//      MRPC and QQP layouts);
+//   2. hold out a seeded fraction of the training split as the development set; build the
+//      vocabulary from the rest of the training split only; encode every split;
+//   3. build a TextClassifier<float, Map> for the feature map named on the command line;
+//   4. learned kernel: Phase A (train/phase_a.hpp) learns Ω and freezes it; vanilla: Ω stays at
+//      its random draw, frozen; softmax attention: no Ω;
+//   5. Phase B (train/phase_b.hpp) with early stopping on the development set;
+//   6. the metrics on the validation split (never used for any choice: the development set is
+//      the only data that selects anything), under token drop and swap at 10% and 20%, the
+//      reliability diagram, and the timings.
+//
+// Reports: print_metric_table (stdout), write_json_report, write_reliability_csv and
+// plot_reliability (gnuplot, when installed).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iomanip>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <coulomb/coulomb.hpp>
+#include <coulomb/text/gzip.hpp>
+#include <coulomb/train/phase_a.hpp>
+#include <coulomb/train/phase_b.hpp>
+#include <coulomb/train/progress.hpp>
+
+namespace coulomb_examples {
+
+/// Names of the feature maps the experiment can use.
+inline const std::vector<std::string>& feature_map_names() {
+  static const std::vector<std::string> names{"favor", "porf-softplus", "porf-relu",
+                                              "softmax-feat"};
+  return names;
+}
+
+/// Everything that defines one run.
+struct TextExperimentConfig {
+  std::filesystem::path data_dir{};  ///< holds train.tsv(.gz) and validation.tsv(.gz)
+  std::string dataset{};             ///< name in reports (default: the directory's name)
+  std::string task = "auto";  ///< auto | single | pair | glue-mrpc | qqp (column layout)
+  std::string feature_map = "favor";   ///< see feature_map_names()
+  std::string kernel = "vanilla";      ///< vanilla | learned
+  std::string attention = "linear";    ///< linear | softmax
+  bool tied_qk = false;                ///< Q = K
+  bool shared_omega = false;           ///< one Ω for all layers
+  std::uint64_t seed = 1;              ///< model, split, batches, dropout, Phase A
+  int threads = 1;                     ///< attention threads
+
+  coulomb::Index d_model = 64;
+  coulomb::Index heads = 4;
+  coulomb::Index layers = 2;
+  coulomb::Index d_ff = 128;
+  coulomb::Index features = 64;  ///< m
+  coulomb::Index max_length = 0;  ///< 0: 64 for single sentences, 128 for pairs
+  coulomb::Index batch_size = 32;
+  coulomb::Index epochs = 10;
+  coulomb::Index patience = 2;
+  double learning_rate = 1e-3;
+  double warmup_fraction = 0.1;
+  double weight_decay = 0.01;
+  double dropout = 0.3;
+  double clip_norm = 1.0;
+  coulomb::Index min_frequency = 2;
+  double dev_fraction = 0.1;  ///< fraction of the training split held out for early stopping
+
+  // Phase A (kernel = learned).
+  std::string representation = "warmup";  ///< initial | warmup
+  coulomb::Index phase_a_sequences = 2048;
+  coulomb::Index phase_a_warmup_steps = 200;
+  coulomb::Index phase_a_steps = 300;
+  double phase_a_step_size = 1.0;
+  double phase_a_beta = std::numeric_limits<double>::infinity();
+  double phase_a_repulsion = 1e-3;
+  double phase_a_riesz_s = -1.0;
+  double phase_a_softening = 0.1;
+  double phase_a_radius = 0.0;         ///< 0: phase_a_radius_factor × the largest initial ‖ω‖
+  double phase_a_radius_factor = 1.0;  ///< see phase_a_radius
+
+  std::vector<double> perturbation_rates{0.1, 0.2};  ///< robustness rows (drop and swap)
+};
+
+/// One row of the metric table.
+struct MetricRow {
+  std::string name;                       ///< "validation", "drop 10%", …
+  coulomb::ClassificationMetrics metrics;  ///< on the validation split
+};
+
+/// What one run produced.
+struct TextExperimentResult {
+  TextExperimentConfig config{};
+  std::string columns{};  ///< the column layout read
+  coulomb::Index vocab_size = 0;
+  coulomb::Index train_size = 0, dev_size = 0, validation_size = 0;
+  coulomb::EncodingStats train_stats{}, validation_stats{};
+  coulomb::Index parameters = 0;
+  std::optional<coulomb::train::PhaseAReport> phase_a{};
+  coulomb::train::PhaseBHistory phase_b{};
+  double phase_a_seconds = 0.0;
+  double phase_b_seconds = 0.0;
+  double inference_ms_per_1000 = 0.0;  ///< evaluation forward time per 1,000 sequences
+  double dev_accuracy = 0.0;           ///< at the best epoch
+  std::vector<MetricRow> rows{};       ///< validation, then the perturbed rows
+  std::vector<coulomb::ReliabilityBin> reliability{};  ///< 15 bins, on the validation split
+  double seconds = 0.0;                                ///< whole run
+};
+
+/// Optional hooks: progress reporters for the two phases (may return nullptr) and one-line
+/// notes.
+struct TextExperimentHooks {
+  std::function<std::unique_ptr<coulomb::train::ProgressReporter>(const std::string& label,
+                                                                  const std::string& unit)>
+      make_progress{};
+  std::function<void(const std::string&)> message{};  ///< one-line notes (stderr)
+};
+
+namespace detail {
+
+/// The file <dir>/<stem>.tsv.gz or <dir>/<stem>.tsv, whichever exists (the first of `stems`).
+inline std::filesystem::path find_split(const std::filesystem::path& dir,
+                                        const std::vector<std::string>& stems) {
+  for (const auto& stem : stems) {
+    for (const char* ext : {".tsv.gz", ".tsv"}) {
+      const auto p = dir / (stem + ext);
+      if (std::filesystem::is_regular_file(p)) return p;
+    }
+  }
+  throw coulomb::io_error("text_experiment: no " + stems.front() + ".tsv.gz or " +
+                          stems.front() + ".tsv in '" + dir.string() + "'");
+}
+
+/// The columns of `task`, or (auto) the layout the header of `path` shows.
+inline coulomb::TextColumns columns_for(const std::string& task, const std::filesystem::path& path,
+                                        std::string& name) {
+  std::string t = task;
+  if (t == "auto") {
+    std::string first_line;
+    if (path.extension() == ".gz") {
+      const std::string bytes = coulomb::read_gzip_file(path.string());
+      first_line = bytes.substr(0, bytes.find('\n'));
+    } else {
+      std::ifstream in(path);
+      std::getline(in, first_line);
+    }
+    if (!first_line.empty() && first_line.back() == '\r') first_line.pop_back();
+    auto has = [&](const std::string& column) {
+      const std::string line = "\t" + first_line + "\t";
+      return line.find("\t" + column + "\t") != std::string::npos;
+    };
+    if (has("is_duplicate"))
+      t = "qqp";
+    else if (has("#1 String"))
+      t = "glue-mrpc";
+    else if (has("sentence1") || has("question1"))
+      t = "pair";
+    else
+      t = "single";
+  }
+  name = t;
+  if (t == "single") return coulomb::TextColumns::sst2();
+  if (t == "pair") return coulomb::TextColumns::mrpc();
+  if (t == "glue-mrpc") return coulomb::TextColumns::glue_mrpc();
+  if (t == "qqp") return coulomb::TextColumns::qqp();
+  coulomb::detail::throw_invalid("text_experiment", "unknown task '" + task + "'");
+}
+
+}  // namespace detail
+
+/// Runs one cell with feature map type `Map` (float); see the file comment.
+template <typename Map>
+TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
+                                              const TextExperimentHooks& hooks = {}) {
+  using coulomb::Index;
+  using Model = coulomb::nn::TextClassifier<float, Map>;
+  const auto start = std::chrono::steady_clock::now();
+  auto note = [&](const std::string& text) {
+    if (hooks.message) hooks.message(text);
+  };
+  TextExperimentResult result;
+  result.config = cfg;
+  if (result.config.dataset.empty()) {
+    std::filesystem::path p = cfg.data_dir;
+    if (!p.has_filename()) p = p.parent_path();
+    result.config.dataset = p.filename().string();
+  }
+
+  // ---- data
+  const auto train_path = detail::find_split(cfg.data_dir, {"train"});
+  const auto valid_path = detail::find_split(cfg.data_dir, {"validation", "dev"});
+  const coulomb::TextColumns columns = detail::columns_for(cfg.task, train_path, result.columns);
+  if (result.config.max_length <= 0) result.config.max_length = columns.is_pair() ? 128 : 64;
+  coulomb::TextReadOptions read_options;
+  if (result.columns == "qqp") read_options.malformed = coulomb::MalformedRows::skip;
+  const coulomb::TextDataset full_train =
+      coulomb::read_text_dataset_auto(train_path.string(), columns, read_options);
+  const coulomb::TextDataset validation =
+      coulomb::read_text_dataset_auto(valid_path.string(), columns, read_options);
+
+  // Development set: a seeded fraction of the training split (stream 100 of the seed).
+  coulomb::Rng split_rng = coulomb::Rng(cfg.seed).split(100);
+  std::vector<Index> order(static_cast<std::size_t>(full_train.size()));
+  for (Index i = 0; i < full_train.size(); ++i) order[static_cast<std::size_t>(i)] = i;
+  coulomb::shuffle_in_place(order, split_rng);
+  const auto n_dev = static_cast<Index>(
+      std::llround(cfg.dev_fraction * static_cast<double>(full_train.size())));
+  coulomb::TextDataset train, dev;
+  for (coulomb::TextDataset* d : {&train, &dev}) {
+    d->source = full_train.source;
+    d->is_pair = full_train.is_pair;
+    d->is_labelled = full_train.is_labelled;
+    d->num_classes = full_train.num_classes;
+  }
+  std::vector<char> in_dev(order.size(), 0);
+  for (Index k = 0; k < n_dev; ++k) in_dev[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])] = 1;
+  for (Index i = 0; i < full_train.size(); ++i)
+    (in_dev[static_cast<std::size_t>(i)] ? dev : train)
+        .examples.push_back(full_train.examples[static_cast<std::size_t>(i)]);
+  coulomb::detail::require(train.size() > 0 && dev.size() > 0, "text_experiment",
+                   "the development fraction leaves an empty training or development set");
+
+  coulomb::VocabularyOptions vocab_options;
+  vocab_options.min_frequency = cfg.min_frequency;
+  const coulomb::Vocabulary vocab = coulomb::build_vocabulary(train, vocab_options);
+  const coulomb::TextEncoder encoder(vocab,
+                                     {.max_length = result.config.max_length, .add_cls = false});
+  const coulomb::EncodedDataset train_ids = encoder.encode(train);
+  const coulomb::EncodedDataset dev_ids = encoder.encode(dev);
+  const coulomb::EncodedDataset valid_ids = encoder.encode(validation);
+  result.vocab_size = vocab.size();
+  result.train_size = train_ids.size();
+  result.dev_size = dev_ids.size();
+  result.validation_size = valid_ids.size();
+  result.train_stats = train_ids.stats;
+  result.validation_stats = valid_ids.stats;
+  {
+    std::ostringstream os;
+    os << result.config.dataset << ": " << result.columns << " layout, train " << train_ids.size()
+       << " (" << train_ids.stats.truncated_sequences << " truncated), development "
+       << dev_ids.size() << ", validation " << valid_ids.size() << " ("
+       << valid_ids.stats.truncated_sequences << " truncated); vocabulary " << vocab.size();
+    note(os.str());
+  }
+
+  // ---- model
+  coulomb::nn::TextClassifierConfig mc;
+  mc.vocab_size = vocab.size();
+  mc.max_length = result.config.max_length;
+  mc.d_model = cfg.d_model;
+  mc.num_heads = cfg.heads;
+  mc.d_ff = cfg.d_ff;
+  mc.num_layers = cfg.layers;
+  mc.num_classes = full_train.num_classes;
+  mc.dropout = cfg.dropout;
+  mc.attention = cfg.attention == "softmax" ? coulomb::nn::AttentionKind::softmax
+                                            : coulomb::nn::AttentionKind::linear;
+  mc.num_features = cfg.features;
+  mc.shared_omega = cfg.shared_omega;
+  mc.train_omega = false;
+  mc.tied_qk = cfg.tied_qk;
+  mc.use_segments = full_train.is_pair;
+  mc.num_threads = cfg.threads;
+  coulomb::Rng seeds(cfg.seed);
+  const std::uint64_t model_seed = seeds();
+  const std::uint64_t phase_a_seed = seeds();
+  const std::uint64_t phase_b_seed = seeds();
+  const std::uint64_t perturb_seed = seeds();
+  Model model(mc, model_seed);
+  result.parameters = model.num_parameters();
+
+  // ---- Phase A
+  const bool learned = cfg.kernel == "learned" && mc.attention == coulomb::nn::AttentionKind::linear;
+  coulomb::train::PhaseBOptions b;
+  b.epochs = cfg.epochs;
+  b.batch_size = cfg.batch_size;
+  b.learning_rate = cfg.learning_rate;
+  b.weight_decay = cfg.weight_decay;
+  b.warmup_fraction = cfg.warmup_fraction;
+  b.clip_norm = cfg.clip_norm;
+  b.patience = cfg.patience;
+  b.seed = phase_b_seed;
+  if (learned) {
+    coulomb::train::PhaseAOptions a;
+    a.representation = coulomb::train::phase_a_representation_from_string(cfg.representation);
+    a.num_sequences = cfg.phase_a_sequences;
+    a.warmup_steps = cfg.phase_a_warmup_steps;
+    a.warmup = b;
+    a.warmup.seed = phase_a_seed ^ 0x5851F42D4C957F2DULL;
+    a.steps = cfg.phase_a_steps;
+    a.step_size = cfg.phase_a_step_size;
+    a.beta = cfg.phase_a_beta;
+    a.repulsion = cfg.phase_a_repulsion;
+    a.riesz_exponent = cfg.phase_a_riesz_s;
+    a.softening = cfg.phase_a_softening;
+    a.radius = cfg.phase_a_radius;
+    a.radius_factor = cfg.phase_a_radius_factor;
+    a.seed = phase_a_seed;
+    std::unique_ptr<coulomb::train::ProgressReporter> progress;
+    if (hooks.make_progress) progress = hooks.make_progress("phase A", "steps");
+    a.progress = progress.get();
+    result.phase_a = coulomb::train::run_phase_a(model, train_ids, a);
+    result.phase_a_seconds = result.phase_a->seconds;
+    std::ostringstream os;
+    os << "phase A (" << cfg.representation << "): H " << result.phase_a->energy_before << " -> "
+       << result.phase_a->energy_after << " in " << result.phase_a_seconds << " s";
+    for (const auto& r : result.phase_a->omegas)
+      os << "; Omega " << r.omega << " alignment " << r.normalized_alignment_before << " -> "
+         << r.normalized_alignment_after << ", change " << r.relative_change;
+    note(os.str());
+  }
+
+  // ---- Phase B
+  {
+    std::unique_ptr<coulomb::train::ProgressReporter> progress;
+    if (hooks.make_progress) progress = hooks.make_progress("phase B", "tokens");
+    b.progress = progress.get();
+    result.phase_b = coulomb::train::train_phase_b(model, train_ids, dev_ids, b);
+    result.phase_b_seconds = result.phase_b.seconds;
+    if (result.phase_b.best_epoch >= 0)
+      result.dev_accuracy =
+          result.phase_b.epochs[static_cast<std::size_t>(result.phase_b.best_epoch)]
+              .validation_accuracy;
+  }
+
+  // ---- evaluation on the validation split (reported, never used for a choice)
+  coulomb::train::Evaluator<float> evaluator({.batch_size = 128, .metrics = {}});
+  const auto t0 = std::chrono::steady_clock::now();
+  const coulomb::Matrix<float> probs = evaluator.probabilities(model, valid_ids);
+  const double infer =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  result.inference_ms_per_1000 =
+      1e6 * infer / static_cast<double>(std::max<Index>(valid_ids.size(), 1));
+  const std::span<const int> labels(valid_ids.labels);
+  result.rows.push_back({"validation", coulomb::evaluate_classification(probs, labels)});
+  result.reliability = coulomb::reliability_diagram(probs, labels, coulomb::default_calibration_bins);
+  std::uint64_t stream = 0;
+  for (const auto kind : {coulomb::PerturbationKind::drop, coulomb::PerturbationKind::swap}) {
+    for (const double rate : cfg.perturbation_rates) {
+      coulomb::Rng rng = coulomb::Rng(perturb_seed).split(stream++);
+      const coulomb::EncodedDataset perturbed =
+          coulomb::perturb_dataset(valid_ids, coulomb::Perturbation{kind, rate}, rng);
+      const auto e = evaluator.evaluate(model, perturbed);
+      std::ostringstream name;
+      name << (kind == coulomb::PerturbationKind::drop ? "drop " : "swap ")
+           << std::llround(rate * 100) << "%";
+      result.rows.push_back({name.str(), e.metrics});
+    }
+  }
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+/// Runs one cell, choosing the feature map type from cfg.feature_map (softmax attention uses
+/// no map; FAVOR+ stands in as the type). Throws invalid_argument for an unknown name.
+// TODO(io/text_model.hpp): use the feature-map dispatch of io/text_model.hpp once it lands.
+inline TextExperimentResult run_text_experiment(const TextExperimentConfig& cfg,
+                                                const TextExperimentHooks& hooks = {}) {
+  if (cfg.attention == "softmax" || cfg.feature_map == "favor")
+    return run_text_experiment_with<coulomb::FavorPlus<float>>(cfg, hooks);
+  if (cfg.feature_map == "porf-softplus")
+    return run_text_experiment_with<coulomb::PorfSoftplus<float>>(cfg, hooks);
+  if (cfg.feature_map == "porf-relu")
+    return run_text_experiment_with<coulomb::PorfRelu<float>>(cfg, hooks);
+  if (cfg.feature_map == "softmax-feat")
+    return run_text_experiment_with<coulomb::SoftmaxFeat<float>>(cfg, hooks);
+  coulomb::detail::throw_invalid("run_text_experiment",
+                                 "unknown feature map '" + cfg.feature_map + "'");
+}
+
+/// The name of the model variant: "softmax", "FAVOR+" or "Kernel-FAVOR+", with " Q=K".
+inline std::string variant_name(const TextExperimentConfig& cfg) {
+  std::string name;
+  if (cfg.attention == "softmax") {
+    name = "softmax";
+  } else {
+    const std::string map = cfg.feature_map == "favor"           ? "FAVOR+"
+                            : cfg.feature_map == "porf-softplus" ? "PORF-softplus"
+                            : cfg.feature_map == "porf-relu"     ? "PORF-relu"
+                                                                 : "softmaxfeat";
+    name = (cfg.kernel == "learned" ? "Kernel-" : "") + map;
+  }
+  if (cfg.tied_qk) name += " Q=K";
+  return name;
+}
+
+/// Prints the metric table and the timings.
+inline void print_metric_table(std::ostream& out, const TextExperimentResult& r) {
+  out << r.config.dataset << ", " << variant_name(r.config) << ", seed " << r.config.seed << "\n";
+  out << std::left << std::setw(12) << "split" << std::right;
+  for (const char* h : {"accuracy", "MCC", "F1", "ECE", "LogLoss", "Brier"})
+    out << std::setw(10) << h;
+  out << "\n" << std::fixed << std::setprecision(4);
+  for (const auto& row : r.rows) {
+    const auto& m = row.metrics;
+    out << std::left << std::setw(12) << row.name << std::right << std::setw(10) << m.accuracy
+        << std::setw(10) << m.mcc << std::setw(10) << m.f1 << std::setw(10) << m.ece
+        << std::setw(10) << m.log_loss << std::setw(10) << m.brier << "\n";
+  }
+  out << std::setprecision(2);
+  out << "development accuracy (best epoch " << r.phase_b.best_epoch + 1 << "): "
+      << std::setprecision(4) << r.dev_accuracy << std::setprecision(2) << "\n";
+  out << "phase A " << r.phase_a_seconds << " s, phase B " << r.phase_b_seconds << " s ("
+      << r.phase_b.steps << " steps, " << std::setprecision(0)
+      << r.phase_b.tokens_per_second() << " tokens/s), inference " << std::setprecision(1)
+      << r.inference_ms_per_1000 << " ms per 1,000 sequences\n";
+  out.unsetf(std::ios::floatfield);
+  out << std::setprecision(6);
+}
+
+namespace detail {
+
+inline void json_key(std::string& s, const char* key) {
+  coulomb::train::detail::append_json_string(s, key);
+  s += ':';
+}
+inline void json_number(std::string& s, const char* key, double v) {
+  json_key(s, key);
+  coulomb::train::detail::append_json_number(s, v);
+}
+inline void json_text(std::string& s, const char* key, const std::string& v) {
+  json_key(s, key);
+  coulomb::train::detail::append_json_string(s, v);
+}
+inline void json_metrics(std::string& s, const coulomb::ClassificationMetrics& m) {
+  s += '{';
+  json_number(s, "count", static_cast<double>(m.count));
+  s += ',';
+  json_number(s, "accuracy", m.accuracy);
+  s += ',';
+  json_number(s, "mcc", m.mcc);
+  s += ',';
+  json_number(s, "f1", m.f1);
+  s += ',';
+  json_number(s, "ece", m.ece);
+  s += ',';
+  json_number(s, "log_loss", m.log_loss);
+  s += ',';
+  json_number(s, "brier", m.brier);
+  s += '}';
+}
+
+}  // namespace detail
+
+/// The JSON report of a run (hand-written: no JSON library is needed). `command` is recorded.
+inline std::string json_report(const TextExperimentResult& r, const std::string& command) {
+  using detail::json_number;
+  using detail::json_text;
+  const auto& c = r.config;
+  std::string s = "{\n  ";
+  json_text(s, "command", command);
+  s += ",\n  ";
+  json_text(s, "dataset", c.dataset);
+  s += ", ";
+  json_text(s, "columns", r.columns);
+  s += ", ";
+  json_text(s, "variant", variant_name(c));
+  s += ",\n  \"config\": {";
+  json_text(s, "feature_map", c.feature_map);
+  s += ", ";
+  json_text(s, "kernel", c.kernel);
+  s += ", ";
+  json_text(s, "attention", c.attention);
+  s += ", \"tied_qk\": ";
+  s += c.tied_qk ? "true" : "false";
+  s += ", \"shared_omega\": ";
+  s += c.shared_omega ? "true" : "false";
+  s += ", ";
+  json_number(s, "seed", static_cast<double>(c.seed));
+  s += ", ";
+  json_number(s, "d_model", static_cast<double>(c.d_model));
+  s += ", ";
+  json_number(s, "heads", static_cast<double>(c.heads));
+  s += ", ";
+  json_number(s, "layers", static_cast<double>(c.layers));
+  s += ", ";
+  json_number(s, "d_ff", static_cast<double>(c.d_ff));
+  s += ", ";
+  json_number(s, "features", static_cast<double>(c.features));
+  s += ", ";
+  json_number(s, "max_length", static_cast<double>(c.max_length));
+  s += ", ";
+  json_number(s, "batch_size", static_cast<double>(c.batch_size));
+  s += ", ";
+  json_number(s, "epochs", static_cast<double>(c.epochs));
+  s += ", ";
+  json_number(s, "patience", static_cast<double>(c.patience));
+  s += ", ";
+  json_number(s, "learning_rate", c.learning_rate);
+  s += ", ";
+  json_number(s, "warmup_fraction", c.warmup_fraction);
+  s += ", ";
+  json_number(s, "weight_decay", c.weight_decay);
+  s += ", ";
+  json_number(s, "dropout", c.dropout);
+  s += ", ";
+  json_number(s, "min_frequency", static_cast<double>(c.min_frequency));
+  s += ", ";
+  json_number(s, "dev_fraction", c.dev_fraction);
+  s += ", ";
+  json_number(s, "threads", c.threads);
+  s += ", ";
+  json_text(s, "phase_a_representation", c.representation);
+  s += ", ";
+  json_number(s, "phase_a_steps", static_cast<double>(c.phase_a_steps));
+  s += ", ";
+  json_number(s, "phase_a_step_size", c.phase_a_step_size);
+  s += ", ";
+  json_number(s, "phase_a_beta", c.phase_a_beta);
+  s += ", ";
+  json_number(s, "phase_a_repulsion", c.phase_a_repulsion);
+  s += ", ";
+  json_number(s, "phase_a_radius_factor", c.phase_a_radius_factor);
+  s += "},\n  \"data\": {";
+  json_number(s, "vocabulary", static_cast<double>(r.vocab_size));
+  s += ", ";
+  json_number(s, "train", static_cast<double>(r.train_size));
+  s += ", ";
+  json_number(s, "development", static_cast<double>(r.dev_size));
+  s += ", ";
+  json_number(s, "validation", static_cast<double>(r.validation_size));
+  s += ", ";
+  json_number(s, "train_truncated", static_cast<double>(r.train_stats.truncated_sequences));
+  s += ", ";
+  json_number(s, "validation_truncated",
+              static_cast<double>(r.validation_stats.truncated_sequences));
+  s += ", ";
+  json_number(s, "validation_unknown_rate", r.validation_stats.unknown_rate());
+  s += "},\n  ";
+  json_number(s, "parameters", static_cast<double>(r.parameters));
+  s += ",\n  \"metrics\": {";
+  for (std::size_t i = 0; i < r.rows.size(); ++i) {
+    if (i > 0) s += ",";
+    s += "\n    ";
+    detail::json_key(s, r.rows[i].name.c_str());
+    detail::json_metrics(s, r.rows[i].metrics);
+  }
+  s += "\n  },\n  \"timing\": {";
+  json_number(s, "phase_a_seconds", r.phase_a_seconds);
+  s += ", ";
+  json_number(s, "phase_b_seconds", r.phase_b_seconds);
+  s += ", ";
+  json_number(s, "phase_b_tokens_per_second", r.phase_b.tokens_per_second());
+  s += ", ";
+  json_number(s, "inference_ms_per_1000_sequences", r.inference_ms_per_1000);
+  s += ", ";
+  json_number(s, "total_seconds", r.seconds);
+  s += "},\n  \"phase_a\": ";
+  if (r.phase_a) {
+    const auto& a = *r.phase_a;
+    s += "{";
+    json_text(s, "representation", coulomb::train::to_string(a.representation));
+    s += ", ";
+    json_number(s, "sequences", static_cast<double>(a.sequences));
+    s += ", ";
+    json_number(s, "warmup_steps", static_cast<double>(a.warmup_steps));
+    s += ", ";
+    json_number(s, "langevin_steps", static_cast<double>(a.langevin_steps));
+    s += ", ";
+    json_number(s, "energy_before", a.energy_before);
+    s += ", ";
+    json_number(s, "energy_after", a.energy_after);
+    s += ", ";
+    json_number(s, "alignment_before", a.alignment_before);
+    s += ", ";
+    json_number(s, "alignment_after", a.alignment_after);
+    s += ", ";
+    json_number(s, "repulsion_before", a.repulsion_before);
+    s += ", ";
+    json_number(s, "repulsion_after", a.repulsion_after);
+    s += ", \"omegas\": [";
+    for (std::size_t i = 0; i < a.omegas.size(); ++i) {
+      const auto& o = a.omegas[i];
+      s += i ? ", {" : "{";
+      json_number(s, "samples", static_cast<double>(o.samples));
+      s += ", ";
+      json_number(s, "radius", o.radius);
+      s += ", ";
+      json_number(s, "normalized_alignment_before", o.normalized_alignment_before);
+      s += ", ";
+      json_number(s, "normalized_alignment_after", o.normalized_alignment_after);
+      s += ", ";
+      json_number(s, "relative_change", o.relative_change);
+      s += "}";
+    }
+    s += "]}";
+  } else {
+    s += "null";
+  }
+  s += ",\n  \"phase_b\": {";
+  json_number(s, "best_epoch", static_cast<double>(r.phase_b.best_epoch));
+  s += ", ";
+  json_number(s, "development_accuracy", r.dev_accuracy);
+  s += ", ";
+  json_number(s, "steps", static_cast<double>(r.phase_b.steps));
+  s += ", \"stopped_early\": ";
+  s += r.phase_b.stopped_early ? "true" : "false";
+  s += ", \"epochs\": [";
+  for (std::size_t i = 0; i < r.phase_b.epochs.size(); ++i) {
+    const auto& e = r.phase_b.epochs[i];
+    s += i ? ",\n    {" : "\n    {";
+    json_number(s, "epoch", static_cast<double>(e.epoch));
+    s += ", ";
+    json_number(s, "train_loss", e.train_loss);
+    s += ", ";
+    json_number(s, "development_accuracy", e.validation_accuracy);
+    s += ", ";
+    json_number(s, "development_loss", e.validation_loss);
+    s += ", ";
+    json_number(s, "tokens_per_second", e.tokens_per_second);
+    s += ", ";
+    json_number(s, "seconds", e.seconds);
+    s += "}";
+  }
+  s += "]},\n  \"reliability\": [";
+  for (std::size_t i = 0; i < r.reliability.size(); ++i) {
+    const auto& bin = r.reliability[i];
+    s += i ? ", {" : "{";
+    json_number(s, "lower", bin.lower);
+    s += ", ";
+    json_number(s, "upper", bin.upper);
+    s += ", ";
+    json_number(s, "count", static_cast<double>(bin.count));
+    s += ", ";
+    json_number(s, "confidence", bin.mean_confidence);
+    s += ", ";
+    json_number(s, "accuracy", bin.accuracy);
+    s += "}";
+  }
+  s += "]\n}\n";
+  return s;
+}
+
+/// Writes `text` to `path`; throws io_error when it cannot.
+inline void write_text_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f) throw coulomb::io_error("cannot write '" + path.string() + "'");
+}
+
+/// The reliability diagram as CSV: lower,upper,count,mean_confidence,accuracy.
+inline std::string reliability_csv(const TextExperimentResult& r) {
+  std::ostringstream os;
+  os << "lower,upper,count,mean_confidence,accuracy\n" << std::setprecision(10);
+  for (const auto& b : r.reliability)
+    os << b.lower << "," << b.upper << "," << b.count << "," << b.mean_confidence << ","
+       << b.accuracy << "\n";
+  return os.str();
+}
+
+/// Draws the reliability diagram `png` from the CSV `csv` with gnuplot. Returns false (and
+/// draws nothing) when gnuplot is not installed or fails.
+inline bool plot_reliability(const std::filesystem::path& csv, const std::filesystem::path& png,
+                             const std::string& title) {
+  if (std::system("gnuplot --version > /dev/null 2>&1") != 0) return false;
+  const bool cairo = std::system("gnuplot -e 'set terminal pngcairo' > /dev/null 2>&1") == 0;
+  const auto script = png.parent_path() / (png.stem().string() + ".gp");
+  std::ofstream g(script);
+  std::string safe_title = title;
+  std::replace(safe_title.begin(), safe_title.end(), '\'', ' ');
+  g << "set terminal " << (cairo ? "pngcairo enhanced font ',10'" : "png") << " size 640,560\n"
+    << "set output '" << png.string() << "'\n"
+    << "set datafile separator ','\n"
+    << "set title '" << safe_title << "' noenhanced\n"
+    << "set xlabel 'confidence'\nset ylabel 'accuracy'\nset xrange [0:1]\nset yrange [0:1]\n"
+    << "set key top left\nset grid\nset style fill solid 0.6 border -1\n"
+    << "plot '" << csv.string() << "' skip 1 using (($1+$2)/2):($3 > 0 ? $5 : 1/0):($2-$1) "
+    << "with boxes lc rgb '#1f78b4' title 'accuracy per bin', "
+    << "'' skip 1 using ($3 > 0 ? $4 : 1/0):($3 > 0 ? $5 : 1/0) with points pt 7 lc rgb "
+       "'#d95f02' title 'bin: (mean confidence, accuracy)', "
+    << "x with lines dt 2 lc rgb '#444444' title 'perfect calibration'\n";
+  g.close();
+  const std::string command = "gnuplot '" + script.string() + "' 2>/dev/null";
+  return std::system(command.c_str()) == 0;
+}
+
+}  // namespace coulomb_examples

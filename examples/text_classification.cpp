@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: MIT
+// text_classification: the paper's sentence benchmarks, one run (Badiei Khuzani et al., 2026,
+// §5). A small Transformer with linear attention over a random feature map (vanilla: Ω drawn
+// once and frozen; learned: Ω learned by the particle model in Phase A, then frozen) or with
+// exact softmax attention is trained with cross-entropy (Phase B) and evaluated.
+//
+//   text_classification [--data DIR] [--task auto|single|pair|glue-mrpc|qqp]
+//                       [--feature-map favor|porf-softplus|porf-relu|softmax-feat]
+//                       [--kernel vanilla|learned] [--attention linear|softmax] [--tied-qk]
+//                       [--seed S] [--threads N] [sizes and rates, see --help] [--out DIR]
+//
+// The data directory holds train.tsv(.gz) and validation.tsv(.gz) (the bundled data/sst2 and
+// data/rotten_tomatoes; MRPC or QQP from GLUE). A seeded 10% of the training split is held out
+// as the development set: early stopping and the choice of the best epoch use it alone. The
+// figures printed and written are on the validation split, which selects nothing.
+//
+// Prints the metric table (accuracy, MCC, F1, ECE with 15 bins, log loss, Brier score) on the
+// validation split and under random token drop and swap at 10% and 20%, the Phase A and Phase B
+// times and the inference time per 1,000 sequences; writes <out>/<run>.json (the report),
+// <out>/<run>_reliability.csv and, with gnuplot, <out>/<run>_reliability.png. The core of a run
+// is examples/common/text_experiment.hpp. See docs/tools.md.
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "common/cli.hpp"
+#include "common/text_experiment.hpp"
+
+int main(int argc, char** argv) {
+  namespace ce = coulomb_examples;
+  ce::CommandLine cli(
+      "text_classification",
+      "Trains and evaluates the Transformer text classifier of the paper's sentence benchmarks "
+      "on one dataset: linear attention over a random feature map (kernel vanilla: Omega drawn "
+      "once and frozen; learned: Omega learned from the labels by the particle model in Phase A, "
+      "then frozen) or exact softmax attention, trained with cross-entropy (Phase B) with early "
+      "stopping on a development set held out from the training split. Prints accuracy, MCC, "
+      "F1, ECE, log loss and Brier score on the validation split, also under random token drop "
+      "and swap, and the timings; writes a JSON report, the reliability diagram as CSV and, "
+      "with gnuplot, as PNG.");
+  ce::TextExperimentConfig cfg;
+  cfg.data_dir = "data/rotten_tomatoes";
+  std::filesystem::path out = "text_classification_out";
+  auto& app = cli.app();
+  app.add_option("--data", cfg.data_dir,
+                 "Data directory holding train.tsv(.gz) and validation.tsv(.gz)")
+      ->type_name("DIR")
+      ->check(ce::existing_directory())
+      ->capture_default_str();
+  app.add_option("--task", cfg.task,
+                 "Column layout: auto (from the header), single (label, sentence), pair (label, "
+                 "sentence1, sentence2), glue-mrpc, qqp")
+      ->check(CLI::IsMember({"auto", "single", "pair", "glue-mrpc", "qqp"}))
+      ->capture_default_str();
+  app.add_option("--feature-map", cfg.feature_map, "Feature map of linear attention")
+      ->check(CLI::IsMember(ce::feature_map_names()))
+      ->capture_default_str();
+  app.add_option("--kernel", cfg.kernel,
+                 "vanilla (Omega random, frozen) or learned (Phase A, then frozen)")
+      ->check(CLI::IsMember({"vanilla", "learned"}))
+      ->capture_default_str();
+  app.add_option("--attention", cfg.attention, "linear (feature map) or softmax (exact)")
+      ->check(CLI::IsMember({"linear", "softmax"}))
+      ->capture_default_str();
+  app.add_flag("--tied-qk", cfg.tied_qk, "Tie queries and keys (Q = K)");
+  app.add_flag("--shared-omega", cfg.shared_omega, "One Omega for all layers");
+  cli.add_seed(cfg.seed);
+  cli.add_threads(cfg.threads, "Attention threads");
+  app.add_option("--d-model", cfg.d_model, "Model width")
+      ->check(ce::integer_in(2, 4096))
+      ->capture_default_str();
+  app.add_option("--heads", cfg.heads, "Attention heads (divide --d-model)")
+      ->check(ce::integer_in(1, 256))
+      ->capture_default_str();
+  app.add_option("--layers", cfg.layers, "Encoder layers")
+      ->check(ce::integer_in(1, 64))
+      ->capture_default_str();
+  app.add_option("--d-ff", cfg.d_ff, "Feed-forward width")
+      ->check(ce::integer_in(1, 65536))
+      ->capture_default_str();
+  app.add_option("--features", cfg.features, "Random features m per feature map")
+      ->check(ce::integer_in(2, 65536))
+      ->capture_default_str();
+  app.add_option("--max-length", cfg.max_length,
+                 "Longest sequence in tokens (0: 64 for single sentences, 128 for pairs)")
+      ->check(ce::integer_in(0, 65536))
+      ->capture_default_str();
+  app.add_option("--batch-size", cfg.batch_size, "Sequences per step")
+      ->check(ce::integer_in(1, 65536))
+      ->capture_default_str();
+  app.add_option("--epochs", cfg.epochs, "Most epochs of Phase B")
+      ->check(ce::integer_in(1, 10000))
+      ->capture_default_str();
+  app.add_option("--patience", cfg.patience,
+                 "Epochs without improvement of the development accuracy before stopping "
+                 "(0: never stop early)")
+      ->check(ce::integer_in(0, 10000))
+      ->capture_default_str();
+  app.add_option("--lr", cfg.learning_rate, "Peak learning rate of AdamW")
+      ->check(ce::positive_number())
+      ->capture_default_str();
+  app.add_option("--warmup", cfg.warmup_fraction,
+                 "Learning-rate warm-up as a fraction of the steps (then linear decay to 0)")
+      ->check(ce::probability())
+      ->capture_default_str();
+  app.add_option("--weight-decay", cfg.weight_decay, "Decoupled weight decay")
+      ->check(ce::non_negative_number())
+      ->capture_default_str();
+  app.add_option("--dropout", cfg.dropout, "Dropout rate")
+      ->check(ce::probability())
+      ->capture_default_str();
+  app.add_option("--clip", cfg.clip_norm, "Global gradient-norm bound (0: no clipping)")
+      ->check(ce::non_negative_number())
+      ->capture_default_str();
+  app.add_option("--min-frequency", cfg.min_frequency,
+                 "Words seen fewer times in the training split become [UNK]")
+      ->check(ce::integer_in(1, 1000000))
+      ->capture_default_str();
+  app.add_option("--dev-fraction", cfg.dev_fraction,
+                 "Fraction of the training split held out for early stopping")
+      ->check(ce::probability())
+      ->capture_default_str();
+  app.add_option("--representation", cfg.representation,
+                 "Phase A representations: initial (model at initialization) or warmup (after "
+                 "--phase-a-warmup-steps steps of the vanilla model)")
+      ->check(CLI::IsMember({"initial", "warmup"}))
+      ->capture_default_str();
+  app.add_option("--phase-a-sequences", cfg.phase_a_sequences,
+                 "Training sequences whose representations Phase A uses (0: all)")
+      ->check(ce::integer_in(0, 100000000))
+      ->capture_default_str();
+  app.add_option("--phase-a-warmup-steps", cfg.phase_a_warmup_steps,
+                 "Phase B steps of the warm-up (representation warmup)")
+      ->check(ce::integer_in(1, 100000000))
+      ->capture_default_str();
+  app.add_option("--phase-a-steps", cfg.phase_a_steps, "Langevin steps per Omega")
+      ->check(ce::integer_in(0, 100000000))
+      ->capture_default_str();
+  app.add_option("--phase-a-step-size", cfg.phase_a_step_size,
+                 "Initial Langevin step size (cosine schedule to 0)")
+      ->check(ce::positive_number())
+      ->capture_default_str();
+  app.add_option("--beta", cfg.phase_a_beta, "Inverse temperature of Phase A (inf: no noise)")
+      ->check(ce::positive_number(true))
+      ->capture_default_str();
+  app.add_option("--radius-factor", cfg.phase_a_radius_factor,
+                 "Phase A projects every particle onto the ball of radius (this factor) x the "
+                 "largest initial particle norm")
+      ->check(CLI::Range(1.0, 1000.0))
+      ->capture_default_str();
+  app.add_option("--repulsion", cfg.phase_a_repulsion, "Weight lambda of the Riesz repulsion")
+      ->check(ce::non_negative_number())
+      ->capture_default_str();
+  cli.add_out(out);
+  cli.add_quiet();
+  cli.add_progress();
+  if (const auto status = cli.parse(argc, argv)) return *status;
+  if (cfg.d_model % cfg.heads != 0)
+    return cli.reject("--heads", "must divide --d-model (" + std::to_string(cfg.d_model) +
+                                     "), got " + std::to_string(cfg.heads));
+
+  try {
+    ce::TextExperimentHooks hooks;
+    hooks.make_progress = [&](const std::string& label, const std::string& unit) {
+      return cli.make_progress(0, {.label = label, .unit = unit});
+    };
+    hooks.message = [&](const std::string& text) {
+      if (!cli.quiet()) std::cerr << text << "\n";
+    };
+    const ce::TextExperimentResult r = ce::run_text_experiment(cfg, hooks);
+
+    std::filesystem::create_directories(out);
+    std::string run = r.config.dataset + "_" +
+                      (r.config.attention == "softmax"
+                           ? std::string("softmax")
+                           : r.config.kernel + "-" + r.config.feature_map) +
+                      (r.config.tied_qk ? "_qk" : "") + "_seed" + std::to_string(r.config.seed);
+    ce::print_metric_table(std::cout, r);
+    const auto json = out / (run + ".json");
+    const auto csv = out / (run + "_reliability.csv");
+    const auto png = out / (run + "_reliability.png");
+    ce::write_text_file(json, ce::json_report(r, cli.command_line()));
+    ce::write_text_file(csv, ce::reliability_csv(r));
+    std::cout << "report: " << json.string() << "\nreliability diagram: " << csv.string() << "\n";
+    if (ce::plot_reliability(csv, png,
+                             "Reliability, " + r.config.dataset + ", " + ce::variant_name(r.config)))
+      std::cout << "figure: " << png.string() << "\n";
+    else
+      std::cout << "note: gnuplot is not installed (or failed): no PNG of the reliability "
+                   "diagram\n";
+    // TODO(io/text_model.hpp): --model PATH, saving the trained model, once that header lands.
+  } catch (const std::exception& e) {
+    return cli.fail(e);
+  }
+  return 0;
+}
