@@ -641,13 +641,17 @@ std::string data_file(const std::string& name) {
 /// The two committed fixtures (also used by the command-line tests of examples/evaluate.cpp):
 /// tiny untrained FAVOR+ models, one for single sentences (encoder max length 8, so long
 /// sentences are truncated), one for sentence pairs (segments, shared Ω, Q = K, [CLS]).
-void write_fixture(bool pair, const std::string& path) {
+coulomb::Vocabulary fixture_vocabulary() {
   coulomb::VocabularyBuilder builder;
   for (const char* t : {"a gentle , funny film", "the plot goes nowhere", "dull , dull , dull",
                         "great acting and a fine story", "the council approved the budget",
                         "the museum will reopen in may , she said"})
     builder.add_text(t);
-  const coulomb::Vocabulary vocab = builder.build();
+  return builder.build();
+}
+
+void write_fixture(bool pair, const std::string& path) {
+  const coulomb::Vocabulary vocab = fixture_vocabulary();
   TextClassifierConfig config = small_config(vocab.size());
   config.max_length = 16;
   config.use_segments = pair;
@@ -661,13 +665,27 @@ void write_fixture(bool pair, const std::string& path) {
       {{"purpose", "test fixture (untrained)"}, {"columns", pair ? "pair" : "single"}});
 }
 
+/// The third fixture: PORF-relu (ε = 0.1, i.i.d. draws) in double, single sentences,
+/// [CLS] first; it takes evaluate through its other scalar type and map.
+void write_relu_fixture(const std::string& path) {
+  const coulomb::Vocabulary vocab = fixture_vocabulary();
+  TextClassifierConfig config = small_config(vocab.size());
+  coulomb::Rng rng(3);
+  const coulomb::Porf<double, coulomb::Relu> prototype(4, config.num_features, rng,
+                                                       {coulomb::Draw::iid, 0.1});
+  const ReluModel model(config, prototype, 3);
+  io::save_text_model(path, model, vocab, {12, true},
+                      {{"purpose", "test fixture (untrained)"}, {"columns", "single"}});
+}
+
 }  // namespace
 
-// Not run by default: `coulomb_tests "[.generate_fixtures]"` rewrites the two fixture files
+// Not run by default: `coulomb_tests "[.generate_fixtures]"` rewrites the three fixture files
 // after a deliberate change of the text-model layout (then bump TextModelFormat::version).
 TEST_CASE("text model: write the fixtures of tests/data", "[.generate_fixtures]") {
   write_fixture(false, data_file("text_model_single.clmb"));
   write_fixture(true, data_file("text_model_pair.clmb"));
+  write_relu_fixture(data_file("text_model_relu_f64.clmb"));
 }
 
 TEST_CASE("text model: the committed version-1 fixtures still load and save back to the same bytes",
@@ -691,6 +709,15 @@ TEST_CASE("text model: the committed version-1 fixtures still load and save back
     loaded.model.forward(encoded_batch(loaded.make_encoder(), pair), logits);
     CHECK(logits.allFinite());
   }
+  const std::string path = data_file("text_model_relu_f64.clmb");
+  const io::TextModelHeader header = io::read_text_model_header(path);
+  CHECK(header.scalar == io::ScalarType::float64);
+  CHECK(header.feature_map == io::FeatureMapSpec{"porf-relu", coulomb::Draw::iid, 0.1});
+  CHECK(header.encoder == coulomb::EncoderOptions{12, true});
+  auto loaded = io::load_text_model<double, coulomb::Porf<double, coulomb::Relu>>(path);
+  CHECK(io::model_file_bytes(io::text_model_file(loaded.model, loaded.vocabulary,
+                                                 loaded.header.encoder, loaded.header.metadata)) ==
+        io::model_file_bytes(io::load_model_file<double>(path)));
 }
 
 }  // namespace io_text_model_test
