@@ -24,10 +24,12 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
@@ -41,6 +43,8 @@
 #include "../core/error.hpp"
 #include "../core/random.hpp"
 #include "../features/feature_map.hpp"
+#include "../io/model_file.hpp"
+#include "../io/parameters.hpp"
 #include "../nn/text_classifier.hpp"
 #include "../particles/alignment.hpp"
 #include "../particles/hamiltonian.hpp"
@@ -51,6 +55,7 @@
 #include "parameter_snapshot.hpp"
 #include "phase_b.hpp"
 #include "progress.hpp"
+#include "resume.hpp"
 
 namespace coulomb::train {
 
@@ -96,14 +101,18 @@ struct PhaseAOptions {
   /// Radius R of the ball projection ‖ω_k‖ ≤ R; 0: radius_factor × the largest ‖ω_k‖ of the
   /// starting Ω (so that the start is inside).
   double radius = 0.0;
-  double radius_factor = 1.5;  ///< see `radius` (≥ 1)
+  double radius_factor = 1.0;  ///< see `radius` (≥ 1)
   std::uint64_t seed = 0;      ///< seeds the subsample, the Langevin noise and minibatches
   ProgressReporter* progress = nullptr;  ///< Langevin progress (not owned; finished at the end)
+  /// Checkpoints and resuming (default: none; see run_phase_a). The path must differ from
+  /// Phase B's; warmup.checkpoint is ignored (the warm-up writes Phase A checkpoints).
+  CheckpointOptions checkpoint{};
 
   /// Throws invalid_argument, naming the field, unless every field is valid (and warmup too).
   void validate() const {
     const char* where = "coulomb::train::PhaseAOptions";
     using coulomb::detail::require;
+    checkpoint.validate();
     require(representation == PhaseARepresentation::initial ||
                 representation == PhaseARepresentation::warmup,
             where, "argument 'representation' is neither initial nor warmup");
@@ -268,6 +277,101 @@ void collect_phase_a_inputs(nn::TextClassifier<S, Map>& model, const EncodedData
   }
 }
 
+namespace detail {
+
+/// Adds every option of `o` that changes the result of Phase A to `f` ("phase_a.<field>", the
+/// warm-up's under "phase_a.warmup."; not the progress reporters, not the checkpoint options).
+inline void add_phase_a_fingerprint(RunFingerprint& f, const PhaseAOptions& o) {
+  f.add("phase_a.representation", to_string(o.representation));
+  f.add_integer("phase_a.num_sequences", o.num_sequences);
+  f.add_integer("phase_a.batch_size", o.batch_size);
+  if (o.representation == PhaseARepresentation::warmup) {
+    f.add_integer("phase_a.warmup_steps", o.warmup_steps);
+    add_phase_b_fingerprint(f, o.warmup, "phase_a.warmup.");
+    f.add_bool("phase_a.keep_warmup_weights", o.keep_warmup_weights);
+  }
+  f.add_integer("phase_a.steps", o.steps);
+  f.add_double("phase_a.step_size", o.step_size);
+  f.add_double("phase_a.final_step_size", o.final_step_size);
+  f.add_double("phase_a.beta", o.beta);
+  f.add_integer("phase_a.langevin_batch_size", o.langevin_batch_size);
+  f.add_double("phase_a.repulsion", o.repulsion);
+  f.add_double("phase_a.riesz_exponent", o.riesz_exponent);
+  f.add_double("phase_a.softening", o.softening);
+  f.add_double("phase_a.radius", o.radius);
+  f.add_double("phase_a.radius_factor", o.radius_factor);
+  f.add("phase_a.seed", std::to_string(o.seed));
+}
+
+/// Fields of a PhaseAOmegaReport in the metadata "phase_a.report.omega.<k>".
+inline constexpr std::size_t omega_report_fields = 12;
+
+/// A PhaseAOmegaReport as text (exact decimals).
+inline std::string omega_report_text(const PhaseAOmegaReport& r) {
+  const std::array<double, omega_report_fields> v = {
+      static_cast<double>(r.omega), static_cast<double>(r.samples), r.radius,
+      r.energy_before, r.energy_after, r.alignment_before, r.alignment_after,
+      r.repulsion_before, r.repulsion_after, r.normalized_alignment_before,
+      r.normalized_alignment_after, r.relative_change};
+  return numbers_text(v);
+}
+
+/// The reports of the first `count` Ω, the sequences and the warm-up of a Phase A checkpoint
+/// into `report` (the sums accumulated in the same order as the run did); io_error naming the
+/// file and the key for a malformed value.
+template <RealScalar S>
+void restore_phase_a_report(const io::ModelFile<S>& file, Index count, PhaseAReport& report,
+                            const char* where) {
+  report.sequences = static_cast<Index>(metadata_integer(file, "phase_a.sequences", where));
+  report.warmup_steps = static_cast<Index>(metadata_integer(file, "phase_a.warmup_steps", where));
+  report.warmup_seconds = metadata_number(file, "phase_a.warmup_seconds", where);
+  for (Index k = 0; k < count; ++k) {
+    const std::string key = "phase_a.report.omega." + std::to_string(k);
+    std::array<double, omega_report_fields> v{};
+    if (!parse_numbers(file.metadata_value(key), v) || v[0] != static_cast<double>(k)) {
+      throw io_error(std::string(where) + ": '" + file.source() + "': metadata '" + key +
+                     "' is not the report of Omega " + std::to_string(k));
+    }
+    PhaseAOmegaReport r;
+    r.omega = k;
+    r.samples = static_cast<Index>(v[1]);
+    r.radius = v[2];
+    r.energy_before = v[3];
+    r.energy_after = v[4];
+    r.alignment_before = v[5];
+    r.alignment_after = v[6];
+    r.repulsion_before = v[7];
+    r.repulsion_after = v[8];
+    r.normalized_alignment_before = v[9];
+    r.normalized_alignment_after = v[10];
+    r.relative_change = v[11];
+    report.energy_before += r.energy_before;
+    report.energy_after += r.energy_after;
+    report.alignment_before += r.alignment_before;
+    report.alignment_after += r.alignment_after;
+    report.repulsion_before += r.repulsion_before;
+    report.repulsion_after += r.repulsion_after;
+    report.omegas.push_back(r);
+  }
+}
+
+/// Tells a checkpoint observer about every Langevin step of Ω number `omega`.
+struct LangevinStepObserver {
+  const CheckpointOptions* options = nullptr;
+  Index omega = 0;
+
+  template <typename Opt, typename F, typename M, typename Step>
+  bool step_taken(const Opt&, F&, const M&, const Step& step) {
+    if (options != nullptr) {
+      notify(*options, CheckpointEvent{CheckpointEventKind::step, "phase_a", "langevin",
+                                       static_cast<Index>(step.iteration) + 1, omega});
+    }
+    return false;
+  }
+};
+
+}  // namespace detail
+
 /// Phase A on `model` with the training set `train` (see the file comment): takes the
 /// representations (after a warm-up when options.representation is warmup), runs projected
 /// Langevin dynamics with a cosine step schedule on H_N = alignment + λ·Riesz for every Ω of
@@ -275,9 +379,19 @@ void collect_phase_a_inputs(nn::TextClassifier<S, Map>& model, const EncodedData
 /// (set_omega_trainable(false)). Returns what it did. Deterministic for a given model, data and
 /// options (and thread count).
 ///
+/// With options.checkpoint.path set, writes checkpoints of kind "phase_a": during the warm-up
+/// as Phase B does (every options.checkpoint.every_steps steps, at epoch ends), once the
+/// warm-up is done, after every Ω's Langevin run, and at the end (stage "done"). A Langevin run
+/// is not interrupted by checkpoints: resuming repeats the run of the Ω that was in progress
+/// from its start (the representations are recomputed from the saved pre-Langevin model), which
+/// gives the same bits. With options.checkpoint.resume and an existing checkpoint, continues
+/// from it; the final model is the uninterrupted run's, bit for bit (same thread count).
+///
 /// Throws invalid_argument for invalid options, a model with softmax attention, an empty
 /// training set, labels that are all equal among the sampled sequences (the centred alignment
-/// is then zero) or outside [0, C); numerical_error when the warm-up or the dynamics diverge.
+/// is then zero) or outside [0, C); numerical_error when the warm-up or the dynamics diverge;
+/// io_error when a checkpoint cannot be written or resumed from (naming every field of the
+/// options, model or data that differs from the run that wrote it).
 template <RealScalar S, FeatureMap Map>
 PhaseAReport run_phase_a(nn::TextClassifier<S, Map>& model, const EncodedDataset& train,
                          const PhaseAOptions& options) {
@@ -304,22 +418,132 @@ PhaseAReport run_phase_a(nn::TextClassifier<S, Map>& model, const EncodedDataset
   Rng langevin_root = root.split(1);
 
   model.set_omega_trainable(false);
-  if (options.representation == PhaseARepresentation::warmup) {
+  const Index K = model.num_omegas();
+
+  // Checkpoints: the fingerprint (taken with Ω frozen, as Phase A runs), the stage to resume.
+  const CheckpointOptions& ck = options.checkpoint;
+  RunFingerprint fingerprint;
+  if (ck.enabled()) {
+    fingerprint.add_model(model);
+    fingerprint.add_dataset("data.train", train);
+    detail::add_phase_a_fingerprint(fingerprint, options);
+  }
+  std::string stage = "start";
+  std::optional<io::ModelFile<S>> saved;
+  double earlier_seconds = 0.0;
+  if (ck.enabled() && ck.resume && detail::checkpoint_exists(ck.path)) {
+    saved.emplace(detail::load_checkpoint<S>(ck.path, "phase_a", where));
+    fingerprint.check(*saved, where);
+    stage = saved->metadata_value("phase_a.stage");
+    if (stage != "warmup" && stage != "langevin" && stage != "done") {
+      throw io_error(std::string(where) + ": '" + ck.path + "': metadata 'phase_a.stage' is '" +
+                     io::detail::printable_name(stage) + "', expected warmup, langevin or done");
+    }
+    earlier_seconds = detail::metadata_number(*saved, "phase_a.seconds", where);
+  }
+  auto begin_stage = [&](io::ModelFile<S>& file, std::string_view name) {
+    detail::begin_checkpoint(file, "phase_a");
+    fingerprint.write(file);
+    file.set_metadata("phase_a.stage", std::string(name));
+    file.set_metadata("phase_a.seconds",
+                      detail::exact_decimal(earlier_seconds + detail::seconds_since(start)));
+  };
+  std::vector<Matrix<S>> start_omegas;  // every Ω before its Langevin run
+  auto save_stage = [&](std::string_view name, Index next_omega) {
+    io::ModelFile<S> file(ck.path);
+    begin_stage(file, name);
+    file.set_metadata("phase_a.next_omega", std::to_string(next_omega));
+    file.set_metadata("phase_a.sequences", std::to_string(report.sequences));
+    file.set_metadata("phase_a.warmup_steps", std::to_string(report.warmup_steps));
+    file.set_metadata("phase_a.warmup_seconds", detail::exact_decimal(report.warmup_seconds));
+    for (const PhaseAOmegaReport& r : report.omegas)
+      file.set_metadata("phase_a.report.omega." + std::to_string(r.omega),
+                        detail::omega_report_text(r));
+    io::add_parameters(file, model.parameters(), "model.");
+    if (name == "langevin") {
+      for (Index k = 0; k < K; ++k)
+        file.add_tensor("phase_a.start_omega." + std::to_string(k),
+                        start_omegas[static_cast<std::size_t>(k)]);
+    }
+    detail::save_checkpoint(ck, file,
+                            CheckpointEvent{CheckpointEventKind::saved, "phase_a", name, 0,
+                                            next_omega < K ? next_omega : -1});
+  };
+
+  if (stage == "done") {
+    // The run had finished: its final model and report.
+    io::load_parameters(*saved, model.parameters(), "model.");
+    detail::sync_model_omegas(model);
+    detail::restore_phase_a_report(*saved, K, report, where);
+    report.seconds = earlier_seconds + detail::seconds_since(start);
+    return report;
+  }
+
+  if (options.representation == PhaseARepresentation::warmup && stage != "langevin") {
     const auto warm_start = std::chrono::steady_clock::now();
     ParameterSnapshot<S> before;
-    if (!options.keep_warmup_weights) before.capture(model.parameters());
+    if (!options.keep_warmup_weights) {
+      if (stage == "warmup")
+        before.assign(detail::tensors_with_prefix(*saved, "phase_a.initial."));
+      else
+        before.capture(model.parameters());
+    }
     PhaseBOptions warm = options.warmup;
     const Index per_epoch = (train.size() + warm.batch_size - 1) / warm.batch_size;
     warm.epochs = (options.warmup_steps + per_epoch - 1) / per_epoch;
     warm.max_steps = options.warmup_steps;
     warm.patience = 0;
     warm.progress = nullptr;
+    warm.checkpoint = CheckpointOptions{};
+    detail::PhaseBCheckpointContext<S> context;
+    if (ck.enabled()) {
+      // The warm-up writes Phase A checkpoints (stage "warmup") at ck.path.
+      warm.checkpoint.path = ck.path;
+      warm.checkpoint.every_steps = ck.every_steps;
+      warm.checkpoint.at_epoch_end = ck.at_epoch_end;
+      warm.checkpoint.observer = ck.observer;
+      warm.checkpoint.resume = stage == "warmup";
+      context.kind = "phase_a";
+      context.stage = "warmup";
+      context.add = [&](io::ModelFile<S>& file) {
+        begin_stage(file, "warmup");
+        if (!options.keep_warmup_weights) {
+          for (const auto& t : before.tensors()) file.add_tensor("phase_a.initial." + t.name, t.value);
+        }
+      };
+    }
     const EncodedDataset no_validation;
-    const PhaseBHistory h = train_phase_b(model, train, no_validation, warm);
+    const PhaseBHistory h =
+        detail::run_phase_b(model, train, no_validation, warm, ck.enabled() ? &context : nullptr);
     report.warmup_steps = h.steps;
     if (!options.keep_warmup_weights) before.restore(model.parameters());
     report.warmup_seconds = detail::seconds_since(warm_start);
   }
+
+  // Resuming the Langevin stage: the model as saved holds the Ω learned so far; the
+  // representations come from the model before any Langevin run, so the starting Ω are put
+  // back while they are collected.
+  Index first_omega = 0;
+  std::vector<Matrix<S>> learned;
+  if (stage == "langevin") {
+    first_omega = static_cast<Index>(detail::metadata_integer(*saved, "phase_a.next_omega", where));
+    if (first_omega < 0 || first_omega > K) {
+      throw io_error(std::string(where) + ": '" + ck.path + "': metadata 'phase_a.next_omega' is " +
+                     std::to_string(first_omega) + ", outside [0, " + std::to_string(K) + "]");
+    }
+    io::load_parameters(*saved, model.parameters(), "model.");
+    for (Index k = 0; k < K; ++k) {
+      const Matrix<S>& s0 = saved->tensor("phase_a.start_omega." + std::to_string(k));
+      if (s0.rows() != model.omega(k).rows() || s0.cols() != model.omega(k).cols()) {
+        throw io_error(std::string(where) + ": '" + ck.path + "': tensor 'phase_a.start_omega." +
+                       std::to_string(k) + "' does not have the shape of Omega");
+      }
+      if (k < first_omega) learned.push_back(model.omega(k));
+      model.set_omega(k, s0);
+    }
+    detail::restore_phase_a_report(*saved, first_omega, report, where);
+  }
+  for (Index k = 0; k < K; ++k) start_omegas.push_back(model.omega(k));
 
   const std::vector<Index> indices =
       detail::subsample_indices(train.size(), options.num_sequences, sample_rng);
@@ -328,14 +552,19 @@ PhaseAReport run_phase_a(nn::TextClassifier<S, Map>& model, const EncodedDataset
   std::vector<std::vector<int>> labels;
   collect_phase_a_inputs(model, train, std::span<const Index>(indices), options.batch_size, X,
                          labels);
+  for (Index k = 0; k < first_omega; ++k) model.set_omega(k, learned[static_cast<std::size_t>(k)]);
+  if (ck.enabled() && stage != "langevin") save_stage("langevin", 0);
 
   ProgressReporter* progress = options.progress;
-  const Index K = model.num_omegas();
   if (progress) progress->set_total(options.steps * K);
   detail::PhaseAProgress progress_callback{progress, 0, {}};
   progress_callback.values = {{"energy", 0.0}, {"alignment", 0.0}, {"repulsion", 0.0}};
 
-  for (Index k = 0; k < K; ++k) {
+  // The noise seeds of the Ω already learned are drawn again, so that the next one gets its own.
+  for (Index k = 0; k < first_omega && options.steps > 0; ++k)
+    (void)langevin_root.split(static_cast<std::uint64_t>(k));
+
+  for (Index k = first_omega; k < K; ++k) {
     const auto ks = static_cast<std::size_t>(k);
     Index first_layer = 0;
     while (model.omega_index(first_layer) != k) ++first_layer;
@@ -376,7 +605,8 @@ PhaseAReport run_phase_a(nn::TextClassifier<S, Map>& model, const EncodedDataset
       schedule.horizon = options.steps;
       ProjectedLangevin<BallProjection, CosineStep> langevin(lo, ball, schedule);
       progress_callback.offset = k * options.steps;
-      langevin.optimize(hamiltonian, omega, progress_callback);
+      detail::LangevinStepObserver observer{ck.observer ? &ck : nullptr, k};
+      langevin.optimize(hamiltonian, omega, progress_callback, observer);
     }
 
     r.energy_after = static_cast<double>(hamiltonian.evaluate(omega));
@@ -395,10 +625,12 @@ PhaseAReport run_phase_a(nn::TextClassifier<S, Map>& model, const EncodedDataset
     report.repulsion_before += r.repulsion_before;
     report.repulsion_after += r.repulsion_after;
     report.omegas.push_back(r);
+    if (ck.enabled() && k + 1 < K) save_stage("langevin", k + 1);
   }
   model.set_omega_trainable(false);
+  if (ck.enabled()) save_stage("done", K);
   if (progress && !progress->finished()) progress->finish();
-  report.seconds = detail::seconds_since(start);
+  report.seconds = earlier_seconds + detail::seconds_since(start);
   return report;
 }
 

@@ -18,12 +18,20 @@
 /// Reproducible: the batches are shuffled by Batcher with a seed drawn from Rng(options.seed),
 /// the dropout masks come from another sub-stream of it, and nothing else is random, so the
 /// same model, data, options and thread count give the same bits.
+///
+/// Checkpoints (options.checkpoint, train/resume.hpp): every N steps and/or at the end of every
+/// epoch, the parameters, the AdamW state, the early-stopping state, the history, the position
+/// in the epoch's batch order and the dropout generator are written atomically; a run resumed
+/// from any checkpoint ends with the bits of the uninterrupted run (docs/training.md, section
+/// "Checkpoints and resuming").
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <span>
 #include <sstream>
@@ -44,10 +52,14 @@
 #include "../text/batching.hpp"
 #include "../text/encoder.hpp"
 #include "../text/metrics.hpp"
+#include "../io/model_file.hpp"
+#include "../io/parameters.hpp"
 #include "adamw.hpp"
+#include "checkpoint.hpp"
 #include "early_stopping.hpp"
 #include "gradients.hpp"
 #include "progress.hpp"
+#include "resume.hpp"
 #include "schedule.hpp"
 
 namespace coulomb::train {
@@ -215,10 +227,12 @@ struct PhaseBOptions {
   Index eval_batch_size = 128;        ///< sequences per evaluation forward (≥ 1)
   std::uint64_t seed = 0;             ///< seeds the batch order and the dropout masks
   ProgressReporter* progress = nullptr;  ///< step progress (not owned; finished at the end)
+  CheckpointOptions checkpoint{};     ///< checkpoints and resuming (default: none)
 
   /// Throws invalid_argument, naming the field, unless every field is valid.
   void validate() const {
     const char* where = "coulomb::train::PhaseBOptions";
+    checkpoint.validate();
     using coulomb::detail::require;
     require(epochs >= 1, where, "argument 'epochs' must be at least 1, got " +
                                     std::to_string(epochs));
@@ -319,6 +333,10 @@ class PhaseBStepper {
   double next_learning_rate() const { return schedule_(steps()); }
   /// The parameter list (as of construction).
   const nn::ParameterList<S>& parameters() const noexcept { return params_; }
+  /// The optimizer (its state goes into checkpoints).
+  AdamW<S>& optimizer() noexcept { return adamw_; }
+  /// The generator of the dropout masks (its state goes into checkpoints).
+  Rng& dropout_rng() noexcept { return dropout_rng_; }
 
   /// One step on `batch`; returns its loss. Throws numerical_error naming the step and, when
   /// one is to blame, the parameter, leaving the parameters as they were before the step.
@@ -376,23 +394,107 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-}  // namespace detail
+// ---- checkpoints (train/resume.hpp) --------------------------------------------------------------
 
-/// Phase B: trains the trainable parameters of `model` (a frozen Ω stays bit for bit as it is)
-/// on `train` with cross-entropy, AdamW, the warm-up + decay schedule and gradient clipping of
-/// `options`, evaluating on `validation` after every epoch. With a non-empty validation set it
-/// stops after options.patience epochs without improvement of options.metric and, with
-/// options.restore_best, ends with the parameters of the best epoch; with an empty one it runs
-/// every epoch (or options.max_steps) and keeps the last parameters. Returns the history.
-///
-/// Throws invalid_argument for invalid options, an empty training set, or data the model
-/// refuses (a sequence longer than config.max_length, an id outside the vocabulary, a label
-/// outside [0, C)); numerical_error "step N: the gradient of parameter 'name' has a non-finite
-/// entry …" (or "step N: the logits are not finite …" when no parameter is to blame) when
-/// training diverges, leaving the model with the parameters of the last finite step.
+/// The run a Phase B run is part of (Phase A's warm-up), for its checkpoints: the kind and
+/// stage written, and what the outer run adds to every checkpoint (its stage and fingerprint).
+template <RealScalar S>
+struct PhaseBCheckpointContext {
+  std::string_view kind = "phase_b";  ///< "checkpoint.kind" written and required
+  std::string_view stage = "running";  ///< the stage reported to the observer while training
+  std::function<void(io::ModelFile<S>&)> add{};  ///< adds the outer run's state
+};
+
+/// Adds every option of `o` that changes the result to `f` under `prefix` (not the progress
+/// reporter, not the checkpoint options).
+inline void add_phase_b_fingerprint(RunFingerprint& f, const PhaseBOptions& o,
+                                    const std::string& prefix) {
+  f.add_integer(prefix + "epochs", o.epochs);
+  f.add_integer(prefix + "batch_size", o.batch_size);
+  f.add_double(prefix + "learning_rate", o.learning_rate);
+  f.add_double(prefix + "final_learning_rate", o.final_learning_rate);
+  f.add_double(prefix + "weight_decay", o.weight_decay);
+  f.add_double(prefix + "beta1", o.beta1);
+  f.add_double(prefix + "beta2", o.beta2);
+  f.add_double(prefix + "warmup_fraction", o.warmup_fraction);
+  f.add_integer(prefix + "warmup_steps", o.warmup_steps);
+  f.add_integer(prefix + "decay", static_cast<std::int64_t>(o.decay));
+  f.add_double(prefix + "clip_norm", o.clip_norm);
+  f.add_integer(prefix + "patience", o.patience);
+  f.add_double(prefix + "min_delta", o.min_delta);
+  f.add(prefix + "metric", to_string(o.metric));
+  f.add_bool(prefix + "restore_best", o.restore_best);
+  f.add_integer(prefix + "max_steps", o.max_steps);
+  f.add_integer(prefix + "pad_to", o.pad_to);
+  f.add_integer(prefix + "eval_batch_size", o.eval_batch_size);
+  f.add(prefix + "seed", std::to_string(o.seed));
+}
+
+/// Fields of an EpochRecord line in the "phase_b.history" blob.
+inline constexpr std::size_t epoch_record_fields = 10;
+
+/// The epoch records as text, one line per epoch (see epoch_record_fields; exact decimals).
+inline std::string epoch_records_text(const std::vector<EpochRecord>& epochs) {
+  std::string out;
+  for (const EpochRecord& r : epochs) {
+    const std::array<double, epoch_record_fields> v = {
+        static_cast<double>(r.epoch), static_cast<double>(r.steps), r.train_loss,
+        r.learning_rate, r.validation_accuracy, r.validation_loss, r.validation_metric,
+        r.improved ? 1.0 : 0.0, r.tokens_per_second, r.seconds};
+    out += numbers_text(v);
+    out += '\n';
+  }
+  return out;
+}
+
+/// Parses epoch_records_text's output; io_error naming the file otherwise.
+template <RealScalar S>
+std::vector<EpochRecord> parse_epoch_records(const io::ModelFile<S>& file, const char* where) {
+  const std::string& text = file.blob("phase_b.history");
+  std::vector<EpochRecord> out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    std::array<double, epoch_record_fields> v{};
+    if (end == std::string::npos ||
+        !parse_numbers(std::string_view(text).substr(start, end - start), v) ||
+        !(v[0] >= 0.0 && v[1] >= 0.0 && v[0] == std::floor(v[0]) && v[1] == std::floor(v[1]))) {
+      throw io_error(std::string(where) + ": '" + file.source() + "': blob 'phase_b.history' has a malformed line " +
+                     std::to_string(out.size() + 1));
+    }
+    EpochRecord r;
+    r.epoch = static_cast<Index>(v[0]);
+    r.steps = static_cast<Index>(v[1]);
+    r.train_loss = v[2];
+    r.learning_rate = v[3];
+    r.validation_accuracy = v[4];
+    r.validation_loss = v[5];
+    r.validation_metric = v[6];
+    r.improved = v[7] != 0.0;
+    r.tokens_per_second = v[8];
+    r.seconds = v[9];
+    out.push_back(r);
+    start = end + 1;
+  }
+  return out;
+}
+
+/// Where a Phase B run stands: the epoch to run next (or in progress), and with mid_epoch, what
+/// its first record.steps batches did.
+struct PhaseBPosition {
+  Index epoch = 0;          ///< epoch to run, or in progress
+  bool mid_epoch = false;   ///< record.steps batches of `epoch` are done
+  EpochRecord record{};     ///< the epoch's record so far (steps, learning_rate)
+  double loss_sum = 0.0;    ///< sum of its step losses so far
+  Index epoch_tokens = 0;   ///< its training tokens so far
+};
+
+/// Phase B (see train_phase_b), writing checkpoints of kind context->kind (Phase A's warm-up)
+/// or "phase_b" (context = nullptr).
 template <RealScalar S, FeatureMap Map>
-PhaseBHistory train_phase_b(nn::TextClassifier<S, Map>& model, const EncodedDataset& train,
-                            const EncodedDataset& validation, const PhaseBOptions& options) {
+PhaseBHistory run_phase_b(nn::TextClassifier<S, Map>& model, const EncodedDataset& train,
+                          const EncodedDataset& validation, const PhaseBOptions& options,
+                          const PhaseBCheckpointContext<S>* context) {
   const char* where = "coulomb::train::train_phase_b";
   options.validate();
   coulomb::detail::require(train.size() > 0, where, "argument 'train' is empty");
@@ -410,7 +512,7 @@ PhaseBHistory train_phase_b(nn::TextClassifier<S, Map>& model, const EncodedData
   Index total = per_epoch * options.epochs;
   if (options.max_steps > 0) total = std::min(total, options.max_steps);
 
-  detail::PhaseBStepper<S, Map> stepper(model, options, total, root.split(1));
+  PhaseBStepper<S, Map> stepper(model, options, total, root.split(1));
   const nn::ParameterList<S>& params = stepper.parameters();
   const bool validate_epochs = validation.size() > 0;
   EarlyStoppingOptions stop_options;
@@ -426,23 +528,124 @@ PhaseBHistory train_phase_b(nn::TextClassifier<S, Map>& model, const EncodedData
   if (progress) progress->set_total(total);
 
   PhaseBHistory history;
+
+  // Checkpoints: the fingerprint of the run, the writer, and resuming.
+  const CheckpointOptions& ck = options.checkpoint;
+  const std::string_view kind = context != nullptr ? context->kind : std::string_view("phase_b");
+  const std::string_view running = context != nullptr ? context->stage : std::string_view("running");
+  RunFingerprint fingerprint;
+  if (ck.enabled()) {
+    fingerprint.add_model(model);
+    fingerprint.add_dataset("data.train", train);
+    fingerprint.add_dataset("data.validation", validation);
+    add_phase_b_fingerprint(fingerprint, options, "phase_b.");
+  }
+  double earlier_seconds = 0.0;  // wall time of the sessions before a resume
+  auto save = [&](std::string_view status, const PhaseBPosition& at) {
+    io::ModelFile<S> file(ck.path);
+    begin_checkpoint(file, kind);
+    fingerprint.write(file);
+    if (context != nullptr && context->add) context->add(file);
+    file.set_metadata("phase_b.status", std::string(status));
+    file.set_metadata("phase_b.epoch", std::to_string(at.epoch));
+    file.set_metadata("phase_b.mid_epoch", at.mid_epoch ? "true" : "false");
+    file.set_metadata("phase_b.epoch_steps", std::to_string(at.record.steps));
+    file.set_metadata("phase_b.epoch_learning_rate", exact_decimal(at.record.learning_rate));
+    file.set_metadata("phase_b.epoch_loss_sum", exact_decimal(at.loss_sum));
+    file.set_metadata("phase_b.epoch_tokens", std::to_string(at.epoch_tokens));
+    file.set_metadata("phase_b.steps", std::to_string(history.steps));
+    file.set_metadata("phase_b.tokens", std::to_string(history.tokens));
+    file.set_metadata("phase_b.train_seconds", exact_decimal(history.train_seconds));
+    file.set_metadata("phase_b.seconds", exact_decimal(earlier_seconds + seconds_since(start)));
+    file.set_metadata("phase_b.stopped_early", history.stopped_early ? "true" : "false");
+    file.set_metadata("phase_b.reached_max_steps", history.reached_max_steps ? "true" : "false");
+    file.set_metadata("phase_b.best_epoch", std::to_string(history.best_epoch));
+    file.set_metadata("phase_b.best_metric", exact_decimal(history.best_metric));
+    file.set_metadata("phase_b.dropout_rng", rng_state_text(stepper.dropout_rng()));
+    file.add_blob("phase_b.history", epoch_records_text(history.epochs));
+    io::add_parameters(file, params, "model.");
+    add_optimizer_state(file, stepper.optimizer());
+    if (validate_epochs) add_early_stopping_state(file, stop);
+    const std::string_view stage =
+        context != nullptr ? context->stage
+                           : (status == "done" ? std::string_view("done") : running);
+    save_checkpoint(ck, file,
+                    CheckpointEvent{CheckpointEventKind::saved, kind, stage, history.steps, -1});
+  };
+  PhaseBPosition position;
+  bool finished = false;
+  if (ck.enabled() && ck.resume && checkpoint_exists(ck.path)) {
+    const io::ModelFile<S> file = load_checkpoint<S>(ck.path, kind, where);
+    fingerprint.check(file, where);
+    const std::string& status = file.metadata_value("phase_b.status");
+    if (status != "running" && status != "done") {
+      throw io_error(std::string(where) + ": '" + ck.path + "': metadata 'phase_b.status' is '" +
+                     io::detail::printable_name(status) + "', expected running or done");
+    }
+    finished = status == "done";
+    PhaseBHistory h;
+    h.epochs = parse_epoch_records(file, where);
+    h.steps = static_cast<Index>(metadata_integer(file, "phase_b.steps", where));
+    h.tokens = static_cast<Index>(metadata_integer(file, "phase_b.tokens", where));
+    h.train_seconds = metadata_number(file, "phase_b.train_seconds", where);
+    h.stopped_early = metadata_bool(file, "phase_b.stopped_early", where);
+    h.reached_max_steps = metadata_bool(file, "phase_b.reached_max_steps", where);
+    h.best_epoch = static_cast<Index>(metadata_integer(file, "phase_b.best_epoch", where));
+    h.best_metric = metadata_number(file, "phase_b.best_metric", where);
+    PhaseBPosition at;
+    at.epoch = static_cast<Index>(metadata_integer(file, "phase_b.epoch", where));
+    at.mid_epoch = metadata_bool(file, "phase_b.mid_epoch", where);
+    at.record.epoch = at.epoch;
+    at.record.steps = static_cast<Index>(metadata_integer(file, "phase_b.epoch_steps", where));
+    at.record.learning_rate = metadata_number(file, "phase_b.epoch_learning_rate", where);
+    at.loss_sum = metadata_number(file, "phase_b.epoch_loss_sum", where);
+    at.epoch_tokens = static_cast<Index>(metadata_integer(file, "phase_b.epoch_tokens", where));
+    if (at.epoch < 0 || at.epoch > options.epochs || at.record.steps < 0 ||
+        at.record.steps > per_epoch || h.steps < 0 || h.steps > total) {
+      throw io_error(std::string(where) + ": '" + ck.path +
+                     "': the position in the checkpoint (epoch " + std::to_string(at.epoch) +
+                     ", step " + std::to_string(h.steps) + ") is outside this run");
+    }
+    const auto rng_state = metadata_rng_state(file, "phase_b.dropout_rng", where);
+    // The optimizer and the tracker are checked against the names and shapes of the
+    // parameters, and load_parameters checks every tensor before it copies any: a checkpoint
+    // that does not fit leaves the model unchanged.
+    restore_optimizer_state(file, stepper.optimizer(), params);
+    if (validate_epochs) restore_early_stopping_state(file, stop);
+    io::load_parameters(file, params, "model.");
+    if (model.config().attention == nn::AttentionKind::linear) sync_model_omegas(model);
+    stepper.dropout_rng().set_state(rng_state);
+    earlier_seconds = metadata_number(file, "phase_b.seconds", where);
+    history = std::move(h);
+    position = at;
+  }
+
   TokenBatch batch;
   std::vector<ProgressValue> values{{"loss", 0.0}, {"lr", 0.0}};
-  for (Index epoch = 0; epoch < options.epochs; ++epoch) {
-    if (options.max_steps > 0 && history.steps >= options.max_steps) break;
+  for (Index epoch = position.epoch; !finished && epoch < options.epochs; ++epoch) {
+    const bool resumed_here = position.mid_epoch && epoch == position.epoch;
+    if (!resumed_here && options.max_steps > 0 && history.steps >= options.max_steps) break;
     const auto epoch_start = std::chrono::steady_clock::now();
     EpochRecord record;
     record.epoch = epoch;
     batcher.start_epoch(static_cast<std::uint64_t>(epoch));
     double loss_sum = 0.0;
     Index epoch_tokens = 0;
-    while (batcher.next(batch)) {
+    if (resumed_here) {
+      // The epoch's order depends only on (seed, epoch): skip the batches already done.
+      record.steps = position.record.steps;
+      record.learning_rate = position.record.learning_rate;
+      loss_sum = position.loss_sum;
+      epoch_tokens = position.epoch_tokens;
+      for (Index b = 0; b < record.steps; ++b) batcher.next(batch);
+    }
+    while (!history.reached_max_steps && batcher.next(batch)) {
       record.learning_rate = stepper.next_learning_rate();
       const double loss = stepper.step(batch);
       loss_sum += loss;
       ++record.steps;
       ++history.steps;
-      epoch_tokens += detail::batch_tokens(batch);
+      epoch_tokens += batch_tokens(batch);
       if (progress) {
         values[0].value = loss_sum / static_cast<double>(record.steps);
         values[1].value = record.learning_rate;
@@ -451,10 +654,16 @@ PhaseBHistory train_phase_b(nn::TextClassifier<S, Map>& model, const EncodedData
       }
       if (options.max_steps > 0 && history.steps >= options.max_steps) {
         history.reached_max_steps = true;
-        break;
       }
+      if (ck.enabled()) {
+        notify(ck, CheckpointEvent{CheckpointEventKind::step, kind, running, history.steps, -1});
+        if (ck.every_steps > 0 && history.steps % ck.every_steps == 0) {
+          save("running", PhaseBPosition{epoch, true, record, loss_sum, epoch_tokens});
+        }
+      }
+      if (history.reached_max_steps) break;
     }
-    const double train_seconds = detail::seconds_since(epoch_start);
+    const double train_seconds = seconds_since(epoch_start);
     history.train_seconds += train_seconds;
     history.tokens += epoch_tokens;
     record.train_loss = record.steps > 0 ? loss_sum / static_cast<double>(record.steps) : 0.0;
@@ -467,7 +676,7 @@ PhaseBHistory train_phase_b(nn::TextClassifier<S, Map>& model, const EncodedData
       record.validation_metric = metric_value(e.metrics, options.metric);
       record.improved = stop.update(epoch, record.validation_metric, params);
     }
-    record.seconds = detail::seconds_since(epoch_start);
+    record.seconds = seconds_since(epoch_start);
     history.epochs.push_back(record);
     if (progress) {
       std::ostringstream os;
@@ -482,20 +691,61 @@ PhaseBHistory train_phase_b(nn::TextClassifier<S, Map>& model, const EncodedData
       history.stopped_early = epoch + 1 < options.epochs;
       break;
     }
+    if (ck.enabled() && ck.at_epoch_end && epoch + 1 < options.epochs &&
+        !history.reached_max_steps) {
+      PhaseBPosition next;
+      next.epoch = epoch + 1;
+      save("running", next);
+    }
   }
-  if (validate_epochs && options.restore_best && stop.has_best()) {
-    stop.restore_best(params);
-    history.best_epoch = stop.best_epoch();
-    history.best_metric = stop.best_value();
-  } else if (!history.epochs.empty()) {
-    history.best_epoch = history.epochs.back().epoch;
-    history.best_metric = history.epochs.back().validation_metric;
+  if (!finished) {
+    if (validate_epochs && options.restore_best && stop.has_best()) {
+      stop.restore_best(params);
+      history.best_epoch = stop.best_epoch();
+      history.best_metric = stop.best_value();
+    } else if (!history.epochs.empty()) {
+      history.best_epoch = history.epochs.back().epoch;
+      history.best_metric = history.epochs.back().validation_metric;
+    }
+    require_finite_parameters(params, static_cast<std::int64_t>(history.steps),
+                              FiniteCheck::values);
+    if (ck.enabled()) {
+      PhaseBPosition end;
+      end.epoch = options.epochs;
+      save("done", end);
+    }
   }
-  require_finite_parameters(params, static_cast<std::int64_t>(history.steps),
-                            FiniteCheck::values);
   if (progress && !progress->finished()) progress->finish();
-  history.seconds = detail::seconds_since(start);
+  history.seconds = earlier_seconds + seconds_since(start);
   return history;
+}
+
+}  // namespace detail
+
+/// Phase B: trains the trainable parameters of `model` (a frozen Ω stays bit for bit as it is)
+/// on `train` with cross-entropy, AdamW, the warm-up + decay schedule and gradient clipping of
+/// `options`, evaluating on `validation` after every epoch. With a non-empty validation set it
+/// stops after options.patience epochs without improvement of options.metric and, with
+/// options.restore_best, ends with the parameters of the best epoch; with an empty one it runs
+/// every epoch (or options.max_steps) and keeps the last parameters. Returns the history.
+///
+/// With options.checkpoint.path set, writes checkpoints (every options.checkpoint.every_steps
+/// steps, at the end of every epoch but the last, and at the end, with status "done"); with
+/// options.checkpoint.resume and an existing checkpoint, continues from it and ends with the
+/// bits of the uninterrupted run (same thread count). Resuming a finished run returns its
+/// history and final parameters at once.
+///
+/// Throws invalid_argument for invalid options, an empty training set, or data the model
+/// refuses (a sequence longer than config.max_length, an id outside the vocabulary, a label
+/// outside [0, C)); numerical_error "step N: the gradient of parameter 'name' has a non-finite
+/// entry …" (or "step N: the logits are not finite …" when no parameter is to blame) when
+/// training diverges, leaving the model with the parameters of the last finite step; io_error
+/// when a checkpoint cannot be written, or cannot be resumed from (damaged, of another kind, or
+/// written by a run whose options, model or data differ: every differing field is named).
+template <RealScalar S, FeatureMap Map>
+PhaseBHistory train_phase_b(nn::TextClassifier<S, Map>& model, const EncodedDataset& train,
+                            const EncodedDataset& validation, const PhaseBOptions& options) {
+  return detail::run_phase_b<S, Map>(model, train, validation, options, nullptr);
 }
 
 }  // namespace coulomb::train

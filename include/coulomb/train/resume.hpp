@@ -1,0 +1,374 @@
+// SPDX-License-Identifier: MIT
+/// @file train/resume.hpp
+/// @brief Checkpoints of Phase A and Phase B (train/phase_a.hpp, train/phase_b.hpp): the options
+/// (where, how often, resume or not), the events a program or a test can observe, the
+/// fingerprint of a run (its options, the model's configuration and feature map, the data) that
+/// a checkpoint records and that resuming checks field by field, and the helpers that write a
+/// checkpoint atomically through the model-file container (io/model_file.hpp). Documented in
+/// docs/training.md (section "Checkpoints and resuming"); the layout in docs/file_format.md.
+///
+/// Guarantee: a run that is killed at any moment (SIGKILL included) and resumed from its last
+/// checkpoint with the same options, data and thread count ends with exactly the bits of the
+/// run that was never interrupted. A checkpoint is replaced atomically (temporary file, fsync,
+/// rename), so a crash while one is written leaves the previous one intact.
+#pragma once
+
+#include <array>
+#include <charconv>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "../core/check.hpp"
+#include "../core/config.hpp"
+#include "../core/error.hpp"
+#include "../core/random.hpp"
+#include "../features/feature_map.hpp"
+#include "../io/atomic_file.hpp"
+#include "../io/crc32c.hpp"
+#include "../io/model_file.hpp"
+#include "../io/text_model.hpp"
+#include "../nn/text_classifier.hpp"
+#include "../text/encoder.hpp"
+#include "checkpoint.hpp"
+
+namespace coulomb::train {
+
+/// What a checkpoint observer is told about.
+enum class CheckpointEventKind {
+  step,     ///< a training step (Phase B, the warm-up) or a Langevin step (Phase A) was taken
+  writing,  ///< a checkpoint is being written: its first bytes are in the temporary file
+  saved,    ///< a checkpoint was written and renamed over the checkpoint path
+};
+
+/// One event of a run with checkpoints (see CheckpointOptions::observer).
+struct CheckpointEvent {
+  CheckpointEventKind kind = CheckpointEventKind::step;  ///< what happened
+  std::string_view phase{};  ///< "phase_a" or "phase_b" (the kind of the checkpoint file)
+  /// Phase A: "warmup", "langevin" or "done"; Phase B: "running" or "done".
+  std::string_view stage{};
+  Index step = 0;    ///< optimizer steps so far (warm-up, Phase B) or Langevin steps of this Ω
+  Index omega = -1;  ///< the Ω being learned (Phase A, stage "langevin"), else −1
+};
+
+/// Options of the checkpoints of one phase (PhaseAOptions::checkpoint,
+/// PhaseBOptions::checkpoint). Phase A and Phase B need different paths.
+struct CheckpointOptions {
+  /// The checkpoint file ("": no checkpoints). It is replaced atomically at every checkpoint.
+  std::string path{};
+  /// Write a checkpoint after every this many optimizer steps (≥ 0; 0: not by steps). Applies to
+  /// Phase B and to the warm-up of Phase A.
+  Index every_steps = 0;
+  /// Write a checkpoint at the end of every epoch (after the validation and early stopping) that
+  /// is not the last one.
+  bool at_epoch_end = true;
+  /// Continue from `path` if that file exists (else start from the beginning); false: start
+  /// from the beginning and overwrite it. Resuming checks that the checkpoint was written by the
+  /// same run (options, model configuration, feature map, data) and throws io_error naming
+  /// every field that differs.
+  bool resume = false;
+  /// Called at every step and checkpoint (see CheckpointEventKind), for logging or tests; may
+  /// be empty. Whatever it does (even killing the process) cannot damage a saved checkpoint.
+  std::function<void(const CheckpointEvent&)> observer{};
+
+  /// Whether checkpoints are written (a path is set).
+  bool enabled() const noexcept { return !path.empty(); }
+
+  /// Throws invalid_argument, naming the field, for a negative every_steps.
+  void validate() const {
+    coulomb::detail::require(every_steps >= 0, "coulomb::train::CheckpointOptions",
+                             "argument 'every_steps' must be >= 0 (0: not by steps), got " +
+                                 std::to_string(every_steps));
+  }
+};
+
+/// The identity of a training run as (field, value) pairs: what a checkpoint records so that
+/// resuming with other options, another model or other data is refused with a message naming
+/// each field that differs. Values are exact (doubles with 17 significant digits).
+class RunFingerprint {
+ public:
+  /// Adds a field with a text value (later fields with the same name are also kept and
+  /// checked, but names should be unique).
+  void add(std::string field, std::string value) {
+    fields_.emplace_back(std::move(field), std::move(value));
+  }
+  /// Adds an integer field.
+  void add_integer(std::string field, std::int64_t value) {
+    add(std::move(field), std::to_string(value));
+  }
+  /// Adds a floating-point field, printed so that it reads back exactly.
+  void add_double(std::string field, double value) {
+    add(std::move(field), detail::exact_decimal(value));
+  }
+  /// Adds a Boolean field ("true" / "false").
+  void add_bool(std::string field, bool value) { add(std::move(field), value ? "true" : "false"); }
+
+  /// Adds a dataset under `prefix`: its size, token count, classes, pair flag and CRC-32C
+  /// checksums of its ids, segments, sequence lengths and labels.
+  void add_dataset(const std::string& prefix, const EncodedDataset& data) {
+    add_integer(prefix + ".sequences", data.size());
+    add_integer(prefix + ".tokens", static_cast<std::int64_t>(data.ids.size()));
+    add_integer(prefix + ".num_classes", data.num_classes);
+    add_bool(prefix + ".is_pair", data.is_pair);
+    add(prefix + ".ids_crc32c", crc_text(std::span<const TokenId>(data.ids)));
+    add(prefix + ".segments_crc32c", crc_text(std::span<const std::uint8_t>(data.segments)));
+    std::vector<std::uint64_t> offsets(data.offsets.begin(), data.offsets.end());
+    add(prefix + ".offsets_crc32c", crc_text(std::span<const std::uint64_t>(offsets)));
+    add(prefix + ".labels_crc32c", crc_text(std::span<const int>(data.labels)));
+  }
+
+  /// Adds the configuration of a text classifier (every field, "model.config.<field>") and its
+  /// feature map ("model.scalar", "model.feature_map", with its Draw policy and ε when the map
+  /// has a stable name, io/text_model.hpp).
+  template <RealScalar S, FeatureMap Map>
+  void add_model(const nn::TextClassifier<S, Map>& model) {
+    for (const auto& [key, value] : io::detail::config_entries(model.config()))
+      add("model." + key, value);
+    add("model.scalar", io::scalar_type_name(static_cast<std::uint8_t>(io::scalar_type_of<S>())));
+    if (model.config().attention != nn::AttentionKind::linear) return;
+    if constexpr (io::is_named_feature_map_v<Map>) {
+      const io::FeatureMapSpec spec = io::feature_map_spec(model.feature_map(0));
+      add("model.feature_map", spec.name);
+      add("model.feature_map.draw", coulomb::to_string(spec.draw));
+      add_double("model.feature_map.epsilon", spec.epsilon);
+    } else {
+      add("model.feature_map", "unnamed");
+    }
+  }
+
+  /// The fields, in the order they were added.
+  const std::vector<std::pair<std::string, std::string>>& fields() const noexcept {
+    return fields_;
+  }
+
+  /// Writes every field as the metadata "fingerprint.<field>" of `file`.
+  template <RealScalar S>
+  void write(io::ModelFile<S>& file) const {
+    for (const auto& [field, value] : fields_) file.set_metadata("fingerprint." + field, value);
+  }
+
+  /// Throws io_error naming the checkpoint and every field whose value in `file` differs from
+  /// this run's (or that the file lacks), one per line: "phase_b.learning_rate is '0.001' in
+  /// the checkpoint, '0.002' in this run".
+  template <RealScalar S>
+  void check(const io::ModelFile<S>& file, std::string_view where) const {
+    std::string problems;
+    std::size_t count = 0;
+    for (const auto& [field, value] : fields_) {
+      const std::string* saved = file.find_metadata("fingerprint." + field);
+      if (saved != nullptr && *saved == value) continue;
+      ++count;
+      problems += "\n  " + field;
+      if (saved == nullptr) {
+        problems += " is missing from the checkpoint, '" + value + "' in this run";
+      } else {
+        problems += " is '" + io::detail::printable_name(*saved) + "' in the checkpoint, '" +
+                    value + "' in this run";
+      }
+    }
+    if (count > 0) {
+      throw io_error(std::string(where) + ": '" + file.source() +
+                     "': cannot resume: the checkpoint was written by a different run (" +
+                     std::to_string(count) + " field" + (count > 1 ? "s differ" : " differs") +
+                     "; use the same options and data, or start afresh without resuming):" +
+                     problems);
+    }
+  }
+
+ private:
+  template <typename T>
+  static std::string crc_text(std::span<const T> values) {
+    const auto bytes = std::as_bytes(values);
+    char buf[16];
+    const int n = std::snprintf(buf, sizeof buf, "%08x", static_cast<unsigned>(io::crc32c(bytes)));
+    return std::string(buf, static_cast<std::size_t>(n));
+  }
+
+  std::vector<std::pair<std::string, std::string>> fields_;
+};
+
+namespace detail {
+
+/// Format version of the checkpoint layout on top of the model-file container.
+inline constexpr std::string_view checkpoint_layout_version = "1";
+
+/// Whether a checkpoint exists at `path` (a regular file, or a link to one).
+inline bool checkpoint_exists(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec);
+}
+
+/// The four state words of `rng` as text: 16 hexadecimal digits each, separated by spaces.
+inline std::string rng_state_text(const Rng& rng) {
+  std::string out;
+  for (const std::uint64_t word : rng.state()) {
+    char buf[20];
+    const int n = std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(word));
+    if (!out.empty()) out += ' ';
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+/// Parses rng_state_text's output; io_error naming the file and key otherwise.
+template <RealScalar S>
+std::array<std::uint64_t, 4> metadata_rng_state(const io::ModelFile<S>& file,
+                                                const std::string& key, std::string_view where) {
+  const std::string& text = file.metadata_value(key);
+  std::array<std::uint64_t, 4> words{};
+  const char* p = text.data();
+  const char* end = text.data() + text.size();
+  bool ok = true;
+  for (std::size_t i = 0; i < 4 && ok; ++i) {
+    if (i > 0) ok = p < end && *p++ == ' ';
+    const auto [next, ec] = std::from_chars(p, end, words[i], 16);
+    ok = ok && ec == std::errc() && next - p == 16;
+    p = next;
+  }
+  if (!ok || p != end || (words[0] | words[1] | words[2] | words[3]) == 0) {
+    throw io_error(std::string(where) + ": '" + file.source() + "': metadata '" + key +
+                   "' is not a generator state (four words of 16 hexadecimal digits)");
+  }
+  return words;
+}
+
+/// Metadata `key` as "true" or "false"; io_error otherwise.
+template <RealScalar S>
+bool metadata_bool(const io::ModelFile<S>& file, const std::string& key, std::string_view where) {
+  const std::string& text = file.metadata_value(key);
+  if (text == "true") return true;
+  if (text == "false") return false;
+  throw io_error(std::string(where) + ": '" + file.source() + "': metadata '" + key +
+                 "' is neither true nor false");
+}
+
+/// Metadata `key` as a double that may be NaN ("nan"); io_error otherwise.
+template <RealScalar S>
+double metadata_number(const io::ModelFile<S>& file, const std::string& key,
+                       std::string_view where) {
+  const std::string& text = file.metadata_value(key);
+  if (text == "nan" || text == "-nan") return std::numeric_limits<double>::quiet_NaN();
+  const std::string w(where);
+  return metadata_double(file, key, w.c_str());
+}
+
+/// Parses `count` numbers separated by single spaces from `text` (NaN as "nan"); false on any
+/// malformed input.
+inline bool parse_numbers(std::string_view text, std::span<double> out) {
+  const char* p = text.data();
+  const char* end = text.data() + text.size();
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (i > 0) {
+      if (p >= end || *p != ' ') return false;
+      ++p;
+    }
+    const char* stop = p;
+    while (stop < end && *stop != ' ') ++stop;
+    const std::string_view word(p, static_cast<std::size_t>(stop - p));
+    if (word == "nan" || word == "-nan") {
+      out[i] = std::numeric_limits<double>::quiet_NaN();
+    } else {
+      const auto [next, ec] = std::from_chars(p, stop, out[i]);
+      if (ec != std::errc() || next != stop) return false;
+    }
+    p = stop;
+  }
+  return p == end;
+}
+
+/// The numbers as parse_numbers reads them (17 significant digits each).
+inline std::string numbers_text(std::span<const double> values) {
+  std::string out;
+  for (const double v : values) {
+    if (!out.empty()) out += ' ';
+    out += exact_decimal(v);
+  }
+  return out;
+}
+
+/// Sets the metadata every checkpoint has: "checkpoint.kind" and "checkpoint.layout".
+template <RealScalar S>
+void begin_checkpoint(io::ModelFile<S>& file, std::string_view kind) {
+  file.set_metadata("checkpoint.kind", std::string(kind));
+  file.set_metadata("checkpoint.layout", std::string(checkpoint_layout_version));
+}
+
+/// Reads the checkpoint at `path` and checks its kind and layout version: io_error naming the
+/// file when it is not a checkpoint, of another kind ("a phase_b checkpoint where a phase_a one
+/// was expected": Phase A and Phase B need different paths) or of another layout.
+template <RealScalar S>
+io::ModelFile<S> load_checkpoint(const std::string& path, std::string_view kind,
+                                 std::string_view where) {
+  io::ModelFile<S> file = io::load_model_file<S>(path);
+  const std::string* found = file.find_metadata("checkpoint.kind");
+  if (found == nullptr) {
+    throw io_error(std::string(where) + ": '" + path +
+                   "' is a model file but not a training checkpoint (no metadata "
+                   "'checkpoint.kind')");
+  }
+  if (*found != kind) {
+    throw io_error(std::string(where) + ": '" + path + "' is a " +
+                   io::detail::printable_name(*found) + " checkpoint, expected a " +
+                   std::string(kind) + " one (Phase A and Phase B need different checkpoint paths)");
+  }
+  const std::string& layout = file.metadata_value("checkpoint.layout");
+  if (layout != checkpoint_layout_version) {
+    throw io_error(std::string(where) + ": '" + path + "' has checkpoint layout " +
+                   io::detail::printable_name(layout) + ", this build reads layout " +
+                   std::string(checkpoint_layout_version));
+  }
+  return file;
+}
+
+/// Calls the observer of `options`, if any.
+inline void notify(const CheckpointOptions& options, const CheckpointEvent& event) {
+  if (options.observer) options.observer(event);
+}
+
+/// Writes `file` atomically at options.path (numerical_error for a non-finite tensor, io_error
+/// when it cannot be written; the previous checkpoint is intact in both cases). Tells the
+/// observer "writing" once the first bytes are in the temporary file, then "saved".
+template <RealScalar S>
+void save_checkpoint(const CheckpointOptions& options, const io::ModelFile<S>& file,
+                     CheckpointEvent event) {
+  const char* where = "coulomb::train::save_checkpoint";
+  io::detail::require_finite_tensors(file, where, options.path);
+  bool told = false;
+  io::write_file_atomically(
+      options.path,
+      [&](auto& sink) {
+        io::detail::encode_model_file(file, [&](std::span<const std::byte> bytes) {
+          sink(bytes);
+          if (!told) {
+            told = true;
+            event.kind = CheckpointEventKind::writing;
+            notify(options, event);
+          }
+        });
+      },
+      where);
+  event.kind = CheckpointEventKind::saved;
+  notify(options, event);
+}
+
+/// Re-sets every Ω of `model` to its current value, so that the feature maps hold the values
+/// loaded into the parameters now.
+template <RealScalar S, FeatureMap Map>
+void sync_model_omegas(nn::TextClassifier<S, Map>& model) {
+  for (Index k = 0; k < model.num_omegas(); ++k) {
+    const Matrix<S> omega = model.omega(k);
+    model.set_omega(k, omega);
+  }
+}
+
+}  // namespace detail
+
+}  // namespace coulomb::train
