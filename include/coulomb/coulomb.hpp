@@ -61,4 +61,5 @@
 #include "train/phase_a.hpp"
 #include "train/phase_b.hpp"
 #include "train/progress.hpp"
+#include "train/resume.hpp"
 #include "train/schedule.hpp"
