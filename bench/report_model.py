@@ -42,7 +42,7 @@ def load_coulomb(paths, field):
         for b in data["benchmarks"]:
             key = parse_name(b.get("run_name", b["name"]))
             value = b[field] * UNIT_MS[b.get("time_unit", "ms")]
-            if "B" in b:
+            if "B" in b and b.get("aggregate_name") in (None, "mean", "median"):
                 batch[key] = int(round(b["B"]))
             if b.get("run_type") == "aggregate":
                 if b.get("aggregate_name") == "median":

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <numbers>
 #include <random>
 #include <string>
@@ -99,8 +100,11 @@ class Linear {
   /// alias X.
   void forward(const ConstRef& X, MatrixType& Y) const {
     detail::require_cols(X, input_dim(), "coulomb::nn::Linear::forward", "X");
-    Y.noalias() = X * w_;
-    Y.rowwise() += b_.col(0).transpose();
+    // The bias first, then the GEMM accumulates into Y: one pass over Y fewer than
+    // Y = X W (which Eigen zero-fills first) followed by Y += 1 bᵀ.
+    Y.resize(X.rows(), output_dim());
+    Y.rowwise() = b_.col(0).transpose();
+    Y.noalias() += X * w_;
   }
 
   /// Given dY = ∂L/∂Y for the input X of the forward: ∂L/∂W += Xᵀ dY, ∂L/∂b += dYᵀ 1, and
@@ -349,8 +353,12 @@ class Dropout {
     if (!active_) return;
     const auto keep = static_cast<Scalar>(1.0 / (1.0 - rate_));
     mask_.resize(X.rows(), X.cols());
-    for (Index j = 0; j < X.cols(); ++j)
-      for (Index i = 0; i < X.rows(); ++i) mask_(i, j) = uniform01(rng) < rate_ ? Scalar(0) : keep;
+    // uniform01(rng) < p compared in integers: uniform01 is u·2⁻⁵³ for the top 53 bits u of
+    // a draw, and u·2⁻⁵³ < p ⇔ u < ⌈p·2⁵³⌉, so the mask is the same, bit for bit.
+    const auto threshold = static_cast<std::uint64_t>(std::ceil(rate_ * 0x1.0p53));
+    Scalar* mask = mask_.data();  // column-major: the same entry order as (j, i) loops
+    for (Index k = 0; k < mask_.size(); ++k)
+      mask[k] = (detail::random_bits64(rng) >> 11) < threshold ? Scalar(0) : keep;
     X.array() *= mask_.array();
   }
 
