@@ -21,7 +21,7 @@
 // step, as the PyTorch peer does. Train/softmax is the same step with exact softmax attention.
 //
 //   build/bench/bench_model --benchmark_format=json --benchmark_repetitions=3
-//       --benchmark_report_aggregates_only=true > model.json      (one command line)
+//       --benchmark_enable_random_interleaving=true > model.json   (one command line)
 //   MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 /usr/bin/python3
 //       bench/torch_train_peer.py --threads 1 2 --json torch_model.json   (one command line)
 //   python3 bench/report_model.py model.json --torch torch_model.json
