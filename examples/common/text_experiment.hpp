@@ -81,7 +81,7 @@ struct TextExperimentConfig {
   double dev_fraction = 0.1;  ///< fraction of the training split held out for early stopping
 
   // Phase A (kernel = learned).
-  std::string representation = "warmup";  ///< initial | warmup
+  std::string representation = "initial";  ///< initial | warmup
   coulomb::Index phase_a_sequences = 2048;
   coulomb::Index phase_a_warmup_steps = 200;
   coulomb::Index phase_a_steps = 300;
@@ -481,7 +481,7 @@ inline std::string json_report(const TextExperimentResult& r, const std::string&
   s += ", \"shared_omega\": ";
   s += c.shared_omega ? "true" : "false";
   s += ", ";
-  json_number(s, "seed", static_cast<double>(c.seed));
+  s += "\"seed\":" + std::to_string(c.seed);  // exact: a double would round seeds above 2^53
   s += ", ";
   json_number(s, "d_model", static_cast<double>(c.d_model));
   s += ", ";

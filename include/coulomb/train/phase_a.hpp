@@ -81,7 +81,7 @@ inline PhaseARepresentation phase_a_representation_from_string(std::string_view 
 
 /// Options of Phase A (run_phase_a).
 struct PhaseAOptions {
-  PhaseARepresentation representation = PhaseARepresentation::warmup;  ///< see the file comment
+  PhaseARepresentation representation = PhaseARepresentation::initial;  ///< see the file comment
   Index num_sequences = 2048;  ///< training sequences whose representations are used (0: all)
   Index batch_size = 128;      ///< sequences per forward pass when collecting them (≥ 1)
   Index warmup_steps = 200;    ///< Phase B steps of the warm-up (representation = warmup; ≥ 1)
