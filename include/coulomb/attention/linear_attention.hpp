@@ -38,6 +38,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -428,6 +429,7 @@ class LinearAttention {
     buf.factor.resize(n);
     if constexpr (stabilized) {
       fm.map(scale_ * tk.k.middleRows(r0, n), buf.phi_k, Stabilizer::per_row, buf.log_scale);
+      check_key_shifts(valid, buf.log_scale);
       b = neg_inf;
       for (Index i = 0; i < n; ++i)
         if (valid[i]) b = std::max(b, buf.log_scale(i));
@@ -462,6 +464,35 @@ class LinearAttention {
     }
   }
 
+  /// Throws numerical_error naming 'Q' and 'K' unless the numerators, denominators and outputs
+  /// of a block are finite: finite features whose sums over the keys overflow (PORF-relu or
+  /// softplus features of inputs of norm ~1e30 in float) would otherwise give ∞/∞ = NaN, or
+  /// ∞ as a denominator a silent 0. Costs a pass over C × (d_v + 1) numbers per block.
+  template <typename Rows>
+  void check_block_outputs(const Buffers& buf, const Rows& out) const {
+    if (buf.numden.allFinite() && out.allFinite()) return;
+    throw numerical_error(std::string("coulomb::LinearAttention::forward: the attention sums "
+                                      "phi(q)^T sum_j phi(k_j) [v_j, 1] overflow ") +
+                          (std::is_same_v<Scalar, float> ? "float" : "double") +
+                          ": arguments 'Q' and 'K' are too large for the feature map " +
+                          Map::name() + "; scale them down");
+  }
+
+  /// Throws numerical_error naming 'K' when a real key's per-row shift is −∞: its squared norm
+  /// overflows, so its unbiased features are all 0 and it would silently count as padding
+  /// (−∞ is the "no key" mark of the shifts). `valid` (or nullptr) marks the real rows.
+  static void check_key_shifts(const bool* valid, const VectorType& log_scale) {
+    for (Index i = 0; i < log_scale.size(); ++i) {
+      if (log_scale(i) == neg_inf && (!valid || valid[i])) {
+        throw numerical_error(std::string("coulomb::LinearAttention: the squared norm of a key "
+                                          "overflows ") +
+                              (std::is_same_v<Scalar, float> ? "float" : "double") +
+                              ": argument 'K' is too large (key " + std::to_string(i) +
+                              " of its block); scale it down");
+      }
+    }
+  }
+
   /// buf.gx = [∂L/∂num, ∂L/∂den] of rows [r0, r0+n): ∂L/∂num_i = G_i / den_i and
   /// ∂L/∂den_i = −(G_i · out_i) / den_i (out_i = num_i / den_i).
   template <typename DG, typename DO>
@@ -489,17 +520,30 @@ class LinearAttention {
     constexpr bool has_workspace = requires {
       fm.backward_input(scale_ * X, phi, buf.dphi, buf.dx, buf.map_ws);
     };
-    if (options_.omega_gradient) {
-      if constexpr (has_workspace)
-        fm.backward(scale_ * X, phi, buf.dphi, buf.dx, sc.domega_block, buf.map_ws);
-      else
-        fm.backward(scale_ * X, phi, buf.dphi, buf.dx, sc.domega_block);
-      sc.domega[static_cast<std::size_t>(tk.map_index)] += sc.domega_block;
-    } else {
-      if constexpr (has_workspace)
-        fm.backward_input(scale_ * X, phi, buf.dphi, buf.dx, buf.map_ws);
-      else
-        fm.backward_input(scale_ * X, phi, buf.dphi, buf.dx);
+    try {
+      if (options_.omega_gradient) {
+        if constexpr (has_workspace)
+          fm.backward(scale_ * X, phi, buf.dphi, buf.dx, sc.domega_block, buf.map_ws);
+        else
+          fm.backward(scale_ * X, phi, buf.dphi, buf.dx, sc.domega_block);
+        sc.domega[static_cast<std::size_t>(tk.map_index)] += sc.domega_block;
+      } else {
+        if constexpr (has_workspace)
+          fm.backward_input(scale_ * X, phi, buf.dphi, buf.dx, buf.map_ws);
+        else
+          fm.backward_input(scale_ * X, phi, buf.dphi, buf.dx);
+      }
+    } catch (const invalid_argument& e) {
+      // The arguments are this class's own buffers: the map refused a non-finite dPhi. 1/den of
+      // a denominator just above the guard's threshold, times key sums that are not small, can
+      // overflow float although every output is finite (queries and keys whose norms span
+      // many orders of magnitude).
+      throw numerical_error(std::string("coulomb::LinearAttention::backward: the gradient of "
+                                        "the features overflows ") +
+                            (std::is_same_v<Scalar, float> ? "float" : "double") +
+                            ": a denominator is tiny against its key sums (arguments 'Q' and "
+                            "'K' span too many orders of magnitude; use double or scale them): " +
+                            e.what());
     }
     dX = scale_ * buf.dx;
   }
@@ -637,6 +681,7 @@ class LinearAttention {
         invert_denominators(tk, r0, buf.numden.col(dv), buf);
         out.middleRows(r0, n) =
             (buf.numden.leftCols(dv).array().colwise() * buf.inv_den.array()).matrix();
+        check_block_outputs(buf, out.middleRows(r0, n));
       }
     });
   }
@@ -647,6 +692,7 @@ class LinearAttention {
     const Map& fm = maps_[tk.map_index];
     if constexpr (stabilized) {
       fm.map(scale_ * tk.k.middleRows(r0, n), buf.phi_k, Stabilizer::per_row, buf.log_scale);
+      check_key_shifts(tk.valid ? tk.valid + r0 : nullptr, buf.log_scale);
     } else {
       fm.map(scale_ * tk.k.middleRows(r0, n), buf.phi_k, Stabilizer::none);
       buf.log_scale.setZero(n);
@@ -751,6 +797,7 @@ class LinearAttention {
         invert_denominators(tk, r0, buf.numden.col(dv), buf);
         out.middleRows(r0, n) =
             (buf.numden.leftCols(dv).array().colwise() * buf.inv_den.array()).matrix();
+        check_block_outputs(buf, out.middleRows(r0, n));
         if (any_key) causal_update_state(n, after, buf, st);
       }
     });
@@ -797,6 +844,14 @@ class LinearAttention {
       }
     } else {
       grads.dOmega.clear();
+    }
+    // A map outside coulomb may not refuse a non-finite dPhi: never return NaN gradients.
+    const auto finite = [](const MatrixType& g) { return g.allFinite(); };
+    if (!finite(grads.dQ) || !finite(grads.dK) || !finite(grads.dV) ||
+        !std::all_of(grads.dOmega.begin(), grads.dOmega.end(), finite)) {
+      throw numerical_error(std::string(where) + ": the gradients overflow " +
+                            (std::is_same_v<Scalar, float> ? "float" : "double") +
+                            ": arguments 'Q' and 'K' (or 'dOut') are too large; scale them down");
     }
   }
 
@@ -1085,6 +1140,7 @@ class LinearAttention {
       const Stabilizer stab = stabilized ? Stabilizer::per_row : Stabilizer::none;
       fm.map(scale_ * q.middleCols(h * dk, dk), state.phi_q_, stab);
       fm.map(scale_ * k.middleCols(h * dk, dk), state.phi_k_, stab, state.log_scale_);
+      if constexpr (stabilized) check_key_shifts(valid, state.log_scale_);
       for (Index b = 0; b < B; ++b) {
         auto o = out.block(b, h * dv, 1, dv);
         if (valid && !valid[b]) {

@@ -20,13 +20,16 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <Eigen/Core>
 
 #include "../core/check.hpp"
 #include "../core/config.hpp"
+#include "../core/error.hpp"
 #include "detail_parallel.hpp"
 #include "layout.hpp"
 
@@ -122,6 +125,7 @@ class SoftmaxAttention {
     Index blocks = 0;  // ⌈L / block⌉
     Index parts = 1;
     int threads = 1;
+    bool check_scores = false;  // the scores may overflow: check them (see scores_may_overflow)
   };
 
   Plan make_plan(const std::string& where, const detail::AttentionDims& dims) const {
@@ -153,14 +157,36 @@ class SoftmaxAttention {
     }
   }
 
+  /// Whether s²·qᵀk may overflow: |s² qᵀk| <= s² d_k max|q| max|k|, against an eighth of the
+  /// largest value. Only then are the scores checked, so ordinary inputs pay one pass over Q
+  /// and K.
+  static bool scores_may_overflow(const Plan& plan, const ConstRef& Q, const ConstRef& K) {
+    if (Q.size() == 0) return false;
+    const double bound = static_cast<double>(plan.s2) * static_cast<double>(plan.dims.dk) *
+                         static_cast<double>(Q.cwiseAbs().maxCoeff()) *
+                         static_cast<double>(K.cwiseAbs().maxCoeff());
+    return bound > 0.125 * static_cast<double>(std::numeric_limits<Scalar>::max());
+  }
+
   /// Scores of query rows [r0, r0+n) against keys [0, kend) into sc.p, with −∞ for keys a
-  /// query must not see; returns the block view.
+  /// query must not see; returns the block view. With plan.check_scores, throws
+  /// numerical_error naming 'Q' and 'K' when a score is not finite.
   template <typename DQ, typename DK>
   auto scores(const Plan& plan, const Eigen::MatrixBase<DQ>& q, const Eigen::MatrixBase<DK>& k,
               const bool* valid, Index r0, Index n, Index kend,
               typename Workspace::Scratch& sc) const {
     auto S = sc.p.topLeftCorner(n, kend);
     S.noalias() = plan.s2 * q.middleRows(r0, n) * k.topRows(kend).transpose();
+    if (plan.check_scores && !S.allFinite()) {
+      std::ostringstream os;
+      os << "coulomb::SoftmaxAttention: the scores s^2 q^T k overflow "
+         << (std::is_same_v<Scalar, float> ? "float" : "double")
+         << ": arguments 'Q' and 'K' are too large (largest |q| = "
+         << static_cast<double>(q.cwiseAbs().maxCoeff())
+         << ", largest |k| = " << static_cast<double>(k.cwiseAbs().maxCoeff())
+         << "); scale them down";
+      throw numerical_error(os.str());
+    }
     if (options_.causal) {
       for (Index j = r0 + 1; j < kend; ++j) S.col(j).head(std::min(j - r0, n)).setConstant(-inf);
     }
@@ -200,7 +226,8 @@ class SoftmaxAttention {
     const std::string where = "coulomb::SoftmaxAttention::forward";
     const auto dims =
         detail::check_attention_inputs<Scalar>(where, Q, K, V, batch, mask, num_heads(), 0);
-    const Plan plan = make_plan(where, dims);
+    Plan plan = make_plan(where, dims);
+    plan.check_scores = scores_may_overflow(plan, Q, K);
     Out.resize(dims.batch * dims.length, dims.heads * dims.dv);
     ws.saved_valid_ = false;
     prepare(ws, plan);
@@ -262,7 +289,8 @@ class SoftmaxAttention {
         ws.saved_valid_ && ws.saved_dims_ == dims && ws.saved_masked_ == (mask != nullptr), where,
         "argument 'ws' holds no forward pass of these inputs; call forward(Q, K, V, ...) with "
         "the same workspace first");
-    const Plan plan = make_plan(where, dims);
+    Plan plan = make_plan(where, dims);
+    plan.check_scores = scores_may_overflow(plan, Q, K);
     prepare(ws, plan);
     grads.dQ.resize(Q.rows(), Q.cols());
     grads.dK.setZero(K.rows(), K.cols());

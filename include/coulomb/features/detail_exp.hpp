@@ -83,8 +83,21 @@ void exp_features(const Eigen::MatrixBase<D>& X, const Matrix<Scalar>& omega, bo
     }
     const Scalar s = (row_max - offsets).maxCoeff();
     shift.setConstant(s);
-    offsets.array() += s - log_c;
-    for (Index r0 = 0; r0 < n; r0 += block) exponentiate(r0, std::min(block, n - r0));
+    // Each exponent is ((±z − h_i) − s) + log c, in this order: rounding is monotone, so
+    // ±z − h_i is at most the rounded row maximum max_j ±z_ij − h_i, hence at most s, and every
+    // entry is at most c. Folding s into the offsets, z − (h_i + s − log c), would lose s to the
+    // rounding of h_i + s when h_i is huge (‖x‖ ~ 1e6 in float, 1e30 in double) and overflow.
+    // A block whose squared norms all overflow has s = −∞: its exponents are NaN, which the
+    // map's overflow check (FeatureMapBase) reports.
+    for (Index r0 = 0; r0 < n; r0 += block) {
+      const Index rows = std::min(block, n - r0);
+      const auto off = offsets.segment(r0, rows).array();
+      for (Index j = 0; j < m; ++j) {
+        auto z = Phi.col(j).segment(r0, rows).array();
+        if (hyperbolic) Phi.col(m + j).segment(r0, rows).array() = (((-z - off) - s) + log_c).exp();
+        z = (((z - off) - s) + log_c).exp();
+      }
+    }
     return;
   }
   for (Index r0 = 0; r0 < n; r0 += block) {

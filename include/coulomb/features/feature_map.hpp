@@ -10,7 +10,9 @@
 /// stabilizer that cancels in attention's normalization) need.
 #pragma once
 
+#include <cmath>
 #include <concepts>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -184,23 +186,29 @@ class FeatureMapBase {
                           " (a map with phases keeps m; construct a new map to change it)");
     }
     omega_ = omega;
+    update_omega_bounds();
     derived().on_particles_changed();
   }
 
-  /// Φ(X) into `Phi` (resized to n×D; no allocation if it already has that shape).
+  /// Φ(X) into `Phi` (resized to n×D; no allocation if it already has that shape). Throws
+  /// numerical_error naming 'X' when X is finite but so large that the features overflow the
+  /// scalar type (docs/numerics.md).
   template <typename D>
   void map(const Eigen::MatrixBase<D>& X, MatrixType& Phi,
            Stabilizer stabilizer = Stabilizer::none) const {
     check_input(X, "map");
     derived().map_impl(X, Phi, stabilizer, static_cast<VectorType*>(nullptr));
+    if (may_overflow(X, stabilizer)) check_features(X, Phi, nullptr);
   }
 
   /// Φ(X) and the shifts: row i of Phi equals the unbiased features times exp(−log_scale(i)).
+  /// A shift is −∞ when the row's unbiased features all underflow (‖x‖² overflows).
   template <typename D>
   void map(const Eigen::MatrixBase<D>& X, MatrixType& Phi, Stabilizer stabilizer,
            VectorType& log_scale) const {
     check_input(X, "map");
     derived().map_impl(X, Phi, stabilizer, &log_scale);
+    if (may_overflow(X, stabilizer)) check_features(X, Phi, &log_scale);
   }
 
   /// Φ(X) as a new matrix.
@@ -237,6 +245,7 @@ class FeatureMapBase {
     derived().backward_impl(X, Phi, dPhi, workspace.dZ);
     dX.noalias() = workspace.dZ * omega_;
     derived().input_correction(X, Phi, dPhi, dX);
+    check_gradient(X, dPhi, dX, "dX", "backward_input");
   }
 
   /// dOmega = ∂L/∂Ω (m×d) given dPhi = ∂L/∂Φ, where Phi is the output of map(X, Phi, s).
@@ -254,6 +263,7 @@ class FeatureMapBase {
     check_backward(X, Phi, dPhi, "backward_params");
     derived().backward_impl(X, Phi, dPhi, workspace.dZ);
     dOmega.noalias() = workspace.dZ.transpose() * X;
+    check_gradient(X, dPhi, dOmega, "dOmega", "backward_params");
   }
 
   /// Both gradients at once (one shared ∂L/∂(XΩᵀ) instead of two): dX = ∂L/∂X, dOmega = ∂L/∂Ω.
@@ -273,6 +283,8 @@ class FeatureMapBase {
     dX.noalias() = workspace.dZ * omega_;
     derived().input_correction(X, Phi, dPhi, dX);
     dOmega.noalias() = workspace.dZ.transpose() * X;
+    check_gradient(X, dPhi, dX, "dX", "backward");
+    check_gradient(X, dPhi, dOmega, "dOmega", "backward");
   }
 
   /// Draws new particles (and phases) from `rng` with the map's Draw policy, keeping m and d.
@@ -282,6 +294,7 @@ class FeatureMapBase {
                  .scaled_draw(draw_particles(num_particles(), input_dim(), draw_, rng))
                  .template cast<Scalar>();
     derived().draw_extra(rng);
+    update_omega_bounds();
     derived().on_particles_changed();
   }
 
@@ -312,6 +325,7 @@ class FeatureMapBase {
     check_omega(omega, "constructor");
     draw_ = draw;
     omega_ = omega;
+    update_omega_bounds();
     derived().on_particles_changed();
   }
 
@@ -340,6 +354,68 @@ class FeatureMapBase {
   Draw draw_ = Draw::iid;  ///< the Draw policy of redraw()
 
  private:
+  double omega_l1_max_ = 0.0;  // max_k ‖ω_k‖₁: |ω_kᵀx| <= max|x| · max_k ‖ω_k‖₁
+  double omega_sq_max_ = 0.0;  // max_k ‖ω_k‖²: ω_kᵀx − ‖x‖²/2 <= ‖ω_k‖²/2
+
+  void update_omega_bounds() {
+    omega_l1_max_ = static_cast<double>(omega_.cwiseAbs().rowwise().sum().maxCoeff());
+    omega_sq_max_ = static_cast<double>(omega_.rowwise().squaredNorm().maxCoeff());
+  }
+
+  /// Whether the features of X may overflow: a cheap bound, so that ordinary inputs cost one
+  /// pass over X and the features themselves are checked only near the range limits. Covers
+  /// |XΩᵀ| and ‖x‖² (an eighth of the largest value, leaving room for sums of a few terms)
+  /// and, for exponential maps without a shift, exp(ωᵀx − ‖x‖²/2) <= exp(‖ω‖²/2).
+  template <typename D>
+  bool may_overflow(const Eigen::MatrixBase<D>& X, Stabilizer stabilizer) const {
+    if (X.size() == 0) return false;
+    const double largest = static_cast<double>(std::numeric_limits<Scalar>::max());
+    const double x_max = static_cast<double>(X.cwiseAbs().maxCoeff());
+    const double bound = 0.125 * largest;
+    if (x_max * omega_l1_max_ > bound) return true;
+    if (x_max * x_max * static_cast<double>(X.cols()) > bound) return true;
+    return feature_map_traits<Derived>::is_stabilizable && stabilizer == Stabilizer::none &&
+           0.5 * omega_sq_max_ >= std::log(largest);
+  }
+
+  /// Throws numerical_error naming 'X' unless Phi is finite and no shift is NaN or +∞.
+  template <typename D>
+  void check_features(const Eigen::MatrixBase<D>& X, const MatrixType& Phi,
+                      const VectorType* log_scale) const {
+    bool bad = !Phi.allFinite();
+    if (log_scale) {
+      for (Index i = 0; i < log_scale->size() && !bad; ++i) {
+        const Scalar v = (*log_scale)(i);
+        bad = std::isnan(v) || v == std::numeric_limits<Scalar>::infinity();
+      }
+    }
+    if (bad) throw_overflow(X, "map", "the features overflow");
+  }
+
+  /// Throws numerical_error naming 'X' and 'dPhi' unless the gradient `g` is finite.
+  template <typename D>
+  void check_gradient(const Eigen::MatrixBase<D>& X, const MatrixType& dPhi, const MatrixType& g,
+                      const char* g_name, const char* function) const {
+    if (g.allFinite()) return;
+    std::ostringstream what;
+    what << "the gradient '" << g_name << "' overflows";
+    throw_overflow(X, function, what.str(),
+                   dPhi.size() > 0 ? static_cast<double>(dPhi.cwiseAbs().maxCoeff()) : 0.0);
+  }
+
+  template <typename D>
+  [[noreturn]] void throw_overflow(const Eigen::MatrixBase<D>& X, const char* function,
+                                   const std::string& what, double dphi_max = -1.0) const {
+    std::ostringstream os;
+    os << name_of(function) << ": " << what << " "
+       << (std::is_same_v<Scalar, float> ? "float" : "double") << ": argument 'X' is too large "
+       << "(largest |x| = " << static_cast<double>(X.cwiseAbs().maxCoeff())
+       << ", largest ||omega||^2 = " << omega_sq_max_;
+    if (dphi_max >= 0.0) os << ", largest |dPhi| = " << dphi_max;
+    os << "); scale the inputs down";
+    throw numerical_error(os.str());
+  }
+
   const Derived& derived() const { return static_cast<const Derived&>(*this); }
   Derived& derived() { return static_cast<Derived&>(*this); }
 

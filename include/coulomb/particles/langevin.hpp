@@ -231,20 +231,29 @@ class ProjectedLangevin {
     double energy = std::numeric_limits<double>::quiet_NaN();
     Index cursor = samples;  // forces a shuffle on the first minibatch
     for (Index t = 0; t < options_.max_iterations; ++t) {
-      if constexpr (MinibatchObjective<Objective, Scalar>) {
-        if (batch > 0) {
-          if (cursor + batch > samples) {
-            objective.shuffle(batch_rng);
-            cursor = 0;
+      try {
+        if constexpr (MinibatchObjective<Objective, Scalar>) {
+          if (batch > 0) {
+            if (cursor + batch > samples) {
+              objective.shuffle(batch_rng);
+              cursor = 0;
+            }
+            energy = static_cast<double>(
+                objective.evaluate_with_gradient(particles, cursor, batch, gradient));
+            cursor += batch;
+          } else {
+            energy = static_cast<double>(objective.evaluate_with_gradient(particles, gradient));
           }
-          energy = static_cast<double>(
-              objective.evaluate_with_gradient(particles, cursor, batch, gradient));
-          cursor += batch;
         } else {
           energy = static_cast<double>(objective.evaluate_with_gradient(particles, gradient));
         }
-      } else {
-        energy = static_cast<double>(objective.evaluate_with_gradient(particles, gradient));
+      } catch (const numerical_error& e) {
+        // An objective that reports its own overflow (RieszEnergy): the same contract as a
+        // non-finite energy.
+        particles = last_finite;
+        throw numerical_error(std::string(where) + ": the energy is not finite at step " +
+                              std::to_string(t) + " (" + e.what() +
+                              "); the particles are those of the last finite step");
       }
       if (!std::isfinite(energy) || !gradient.allFinite()) {
         particles = last_finite;

@@ -15,11 +15,13 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include <Eigen/Core>
 
 #include "../core/check.hpp"
 #include "../core/config.hpp"
+#include "../core/error.hpp"
 
 namespace coulomb {
 
@@ -163,6 +165,20 @@ class RieszEnergy {
     }
     const double inv_n2 = 1.0 / (static_cast<double>(n) * static_cast<double>(n));
     if (gradient) *gradient *= static_cast<Scalar>(4.0 * inv_n2);
+    // Coincident (or nearly coincident) particles give (u + ε²)^{−s/2} up to ε^{−s}, which
+    // overflows float for ε = 1e-3 and s >= 13, and double for s >= 103: the energy is then
+    // +∞ and the gradient NaN (∞ · 0). Report it instead of returning them.
+    if (!std::isfinite(energy * inv_n2) ||
+        !std::isfinite(static_cast<double>(static_cast<Scalar>(energy * inv_n2))) ||
+        (gradient && !gradient->allFinite())) {
+      throw numerical_error(
+          std::string(where) + ": the repulsion overflows " +
+          (std::is_same_v<Scalar, float> ? "float" : "double") +
+          ": argument 'omega' has particles so close that (|w_k - w_l|^2 + eps^2)^(-s/2) is "
+          "not representable (s = " +
+          std::to_string(s) + ", eps = " + std::to_string(options_.softening) +
+          "); increase options.softening, lower options.s or use double");
+    }
     return static_cast<Scalar>(energy * inv_n2);
   }
 
