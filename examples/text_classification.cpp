@@ -5,9 +5,10 @@
 // exact softmax attention is trained with cross-entropy (Phase B) and evaluated.
 //
 //   text_classification [--data DIR] [--task auto|single|pair|glue-mrpc|qqp]
-//                       [--feature-map favor|porf-softplus|porf-relu|softmax-feat]
+//                       [--feature-map favor|porf-exp|porf-softplus|porf-relu|softmax-feat]
 //                       [--kernel vanilla|learned] [--attention linear|softmax] [--tied-qk]
 //                       [--seed S] [--threads N] [sizes and rates, see --help] [--out DIR]
+//                       [--model PATH]
 //
 // The data directory holds train.tsv(.gz) and validation.tsv(.gz) (the bundled data/sst2 and
 // data/rotten_tomatoes; MRPC or QQP from GLUE). A seeded 10% of the training split is held out
@@ -17,7 +18,8 @@
 // Prints the metric table (accuracy, MCC, F1, ECE with 15 bins, log loss, Brier score) on the
 // validation split and under random token drop and swap at 10% and 20%, the Phase A and Phase B
 // times and the inference time per 1,000 sequences; writes <out>/<run>.json (the report),
-// <out>/<run>_reliability.csv and, with gnuplot, <out>/<run>_reliability.png. The core of a run
+// <out>/<run>_reliability.csv and, with gnuplot, <out>/<run>_reliability.png; with --model, the
+// trained model (io/text_model.hpp). The core of a run
 // is examples/common/text_experiment.hpp. See docs/tools.md.
 #include <filesystem>
 #include <iostream>
@@ -151,6 +153,11 @@ int main(int argc, char** argv) {
   app.add_option("--repulsion", cfg.phase_a_repulsion, "Weight lambda of the Riesz repulsion")
       ->check(ce::non_negative_number())
       ->capture_default_str();
+  app.add_option("--model", cfg.model_path,
+                 "Also save the trained model (vocabulary, configuration, weights, Omega) to "
+                 "this file (io/text_model.hpp)")
+      ->type_name("PATH")
+      ->check(ce::output_file());
   cli.add_out(out);
   cli.add_quiet();
   cli.add_progress();
@@ -188,7 +195,6 @@ int main(int argc, char** argv) {
     else
       std::cout << "note: gnuplot is not installed (or failed): no PNG of the reliability "
                    "diagram\n";
-    // TODO(io/text_model.hpp): --model PATH, saving the trained model, once that header lands.
   } catch (const std::exception& e) {
     return cli.fail(e);
   }

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include <coulomb/coulomb.hpp>
+#include <coulomb/io/text_model.hpp>
 #include <coulomb/text/gzip.hpp>
 #include <coulomb/train/phase_a.hpp>
 #include <coulomb/train/phase_b.hpp>
@@ -43,10 +44,10 @@
 
 namespace coulomb_examples {
 
-/// Names of the feature maps the experiment can use.
+/// Names of the feature maps the experiment can use (those of io/text_model.hpp).
 inline const std::vector<std::string>& feature_map_names() {
-  static const std::vector<std::string> names{"favor", "porf-softplus", "porf-relu",
-                                              "softmax-feat"};
+  static const std::vector<std::string> names(coulomb::io::feature_map_names.begin(),
+                                              coulomb::io::feature_map_names.end());
   return names;
 }
 
@@ -94,6 +95,7 @@ struct TextExperimentConfig {
   double phase_a_radius_factor = 1.0;  ///< see phase_a_radius
 
   std::vector<double> perturbation_rates{0.1, 0.2};  ///< robustness rows (drop and swap)
+  std::string model_path{};  ///< save the trained model here (io/text_model.hpp; empty: not)
 };
 
 /// One row of the metric table.
@@ -337,6 +339,17 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
               .validation_accuracy;
   }
 
+  if (!cfg.model_path.empty()) {
+    coulomb::io::TextModelMetadata meta;
+    meta["dataset"] = result.config.dataset;
+    meta["kernel"] = cfg.kernel;
+    meta["seed"] = std::to_string(cfg.seed);
+    if (result.phase_a)
+      meta["phase_a_representation"] = coulomb::train::to_string(result.phase_a->representation);
+    coulomb::io::save_text_model(cfg.model_path, model, vocab, encoder.options(), meta);
+    note("model saved to " + cfg.model_path);
+  }
+
   // ---- evaluation on the validation split (reported, never used for a choice)
   coulomb::train::Evaluator<float> evaluator({.batch_size = 128, .metrics = {}});
   const auto t0 = std::chrono::steady_clock::now();
@@ -366,21 +379,17 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   return result;
 }
 
-/// Runs one cell, choosing the feature map type from cfg.feature_map (softmax attention uses
-/// no map; FAVOR+ stands in as the type). Throws invalid_argument for an unknown name.
-// TODO(io/text_model.hpp): use the feature-map dispatch of io/text_model.hpp once it lands.
+/// Runs one cell, choosing the feature map type from cfg.feature_map through
+/// io::dispatch_feature_map (softmax attention uses no map; FAVOR+ stands in as the type).
+/// Throws invalid_argument for an unknown name.
 inline TextExperimentResult run_text_experiment(const TextExperimentConfig& cfg,
                                                 const TextExperimentHooks& hooks = {}) {
-  if (cfg.attention == "softmax" || cfg.feature_map == "favor")
+  if (cfg.attention == "softmax")
     return run_text_experiment_with<coulomb::FavorPlus<float>>(cfg, hooks);
-  if (cfg.feature_map == "porf-softplus")
-    return run_text_experiment_with<coulomb::PorfSoftplus<float>>(cfg, hooks);
-  if (cfg.feature_map == "porf-relu")
-    return run_text_experiment_with<coulomb::PorfRelu<float>>(cfg, hooks);
-  if (cfg.feature_map == "softmax-feat")
-    return run_text_experiment_with<coulomb::SoftmaxFeat<float>>(cfg, hooks);
-  coulomb::detail::throw_invalid("run_text_experiment",
-                                 "unknown feature map '" + cfg.feature_map + "'");
+  return coulomb::io::dispatch_feature_map<float>(cfg.feature_map, [&](auto tag) {
+    using Map = typename decltype(tag)::type;
+    return run_text_experiment_with<Map>(cfg, hooks);
+  });
 }
 
 /// The name of the model variant: "softmax", "FAVOR+" or "Kernel-FAVOR+", with " Q=K".
@@ -390,6 +399,7 @@ inline std::string variant_name(const TextExperimentConfig& cfg) {
     name = "softmax";
   } else {
     const std::string map = cfg.feature_map == "favor"           ? "FAVOR+"
+                            : cfg.feature_map == "porf-exp"      ? "PORF-exp"
                             : cfg.feature_map == "porf-softplus" ? "PORF-softplus"
                             : cfg.feature_map == "porf-relu"     ? "PORF-relu"
                                                                  : "softmaxfeat";
