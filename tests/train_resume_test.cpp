@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -127,6 +128,7 @@ coulomb::nn::TextClassifierConfig tiny_config(int threads = 1) {
 /// noisy minibatch Langevin runs of 12 steps.
 PhaseAOptions phase_a_options() {
   PhaseAOptions o;
+  o.representation = coulomb::train::PhaseARepresentation::warmup;
   o.num_sequences = 32;
   o.batch_size = 16;
   o.warmup_steps = 9;
@@ -340,8 +342,11 @@ TEST_CASE("TrainResume_SigkillAtRandomPointsEndsWithTheUninterruptedModel",
         auto f = parameters_file(model);
         f.set_metadata("history", history_text(r));
         coulomb::io::save_model_file(result_path, f);
-      } catch (...) {
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "child: %s\n", e.what());
         _exit(3);
+      } catch (...) {
+        _exit(4);
       }
       _exit(0);
     }
@@ -358,7 +363,8 @@ TEST_CASE("TrainResume_SigkillAtRandomPointsEndsWithTheUninterruptedModel",
       break;
     }
     INFO("round " << round << ": kill " << rule->description << " (step " << rule->min_step
-                  << ")");
+                  << "); the child " << (WIFEXITED(status) ? "exited with " : "died of signal ")
+                  << (WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status)));
     REQUIRE(WIFSIGNALED(status));
     REQUIRE(WTERMSIG(status) == SIGKILL);
     killed_in.push_back(rule->description);
