@@ -177,11 +177,11 @@ int main(int argc, char** argv) {
     const ce::TextExperimentResult r = ce::run_text_experiment(cfg, hooks);
 
     std::filesystem::create_directories(out);
-    std::string run = r.config.dataset + "_" +
-                      (r.config.attention == "softmax"
-                           ? std::string("softmax")
-                           : r.config.kernel + "-" + r.config.feature_map) +
-                      (r.config.tied_qk ? "_qk" : "") + "_seed" + std::to_string(r.config.seed);
+    std::string run =
+        r.config.dataset + "_" +
+        (r.config.attention == "softmax" ? std::string("softmax")
+                                         : r.config.kernel + "-" + r.config.feature_map) +
+        (r.config.tied_qk ? "_qk" : "") + "_seed" + std::to_string(r.config.seed);
     ce::print_metric_table(std::cout, r);
     const auto json = out / (run + ".json");
     const auto csv = out / (run + "_reliability.csv");
@@ -189,8 +189,8 @@ int main(int argc, char** argv) {
     ce::write_text_file(json, ce::json_report(r, cli.command_line()));
     ce::write_text_file(csv, ce::reliability_csv(r));
     std::cout << "report: " << json.string() << "\nreliability diagram: " << csv.string() << "\n";
-    if (ce::plot_reliability(csv, png,
-                             "Reliability, " + r.config.dataset + ", " + ce::variant_name(r.config)))
+    if (ce::plot_reliability(
+            csv, png, "Reliability, " + r.config.dataset + ", " + ce::variant_name(r.config)))
       std::cout << "figure: " << png.string() << "\n";
     else
       std::cout << "note: gnuplot is not installed (or failed): no PNG of the reliability "

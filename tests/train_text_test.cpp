@@ -271,8 +271,8 @@ TEST_CASE("PhaseA_LowersEnergyChangesOmegaStaysInBall", "[train][phase_a]") {
     config.num_layers = 2;
     Model model(config, 21);
     const coulomb::Matrix<float> omega0 = model.omega(0);
-    const auto report = coulomb::train::run_phase_a(
-        model, train, phase_a_options(2, representation));
+    const auto report =
+        coulomb::train::run_phase_a(model, train, phase_a_options(2, representation));
     REQUIRE(report.omegas.size() == 2);
     CHECK(report.sequences == 96);
     CHECK(report.warmup_steps == (representation == PhaseARepresentation::warmup ? 20 : 0));

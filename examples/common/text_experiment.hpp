@@ -53,22 +53,22 @@ inline const std::vector<std::string>& feature_map_names() {
 
 /// Everything that defines one run.
 struct TextExperimentConfig {
-  std::filesystem::path data_dir{};  ///< holds train.tsv(.gz) and validation.tsv(.gz)
-  std::string dataset{};             ///< name in reports (default: the directory's name)
-  std::string task = "auto";  ///< auto | single | pair | glue-mrpc | qqp (column layout)
-  std::string feature_map = "favor";   ///< see feature_map_names()
-  std::string kernel = "vanilla";      ///< vanilla | learned
-  std::string attention = "linear";    ///< linear | softmax
-  bool tied_qk = false;                ///< Q = K
-  bool shared_omega = false;           ///< one Ω for all layers
-  std::uint64_t seed = 1;              ///< model, split, batches, dropout, Phase A
-  int threads = 1;                     ///< attention threads
+  std::filesystem::path data_dir{};   ///< holds train.tsv(.gz) and validation.tsv(.gz)
+  std::string dataset{};              ///< name in reports (default: the directory's name)
+  std::string task = "auto";          ///< auto | single | pair | glue-mrpc | qqp (column layout)
+  std::string feature_map = "favor";  ///< see feature_map_names()
+  std::string kernel = "vanilla";     ///< vanilla | learned
+  std::string attention = "linear";   ///< linear | softmax
+  bool tied_qk = false;               ///< Q = K
+  bool shared_omega = false;          ///< one Ω for all layers
+  std::uint64_t seed = 1;             ///< model, split, batches, dropout, Phase A
+  int threads = 1;                    ///< attention threads
 
   coulomb::Index d_model = 64;
   coulomb::Index heads = 4;
   coulomb::Index layers = 2;
   coulomb::Index d_ff = 128;
-  coulomb::Index features = 64;  ///< m
+  coulomb::Index features = 64;   ///< m
   coulomb::Index max_length = 0;  ///< 0: 64 for single sentences, 128 for pairs
   coulomb::Index batch_size = 32;
   coulomb::Index epochs = 10;
@@ -100,7 +100,7 @@ struct TextExperimentConfig {
 
 /// One row of the metric table.
 struct MetricRow {
-  std::string name;                       ///< "validation", "drop 10%", …
+  std::string name;                        ///< "validation", "drop 10%", …
   coulomb::ClassificationMetrics metrics;  ///< on the validation split
 };
 
@@ -143,8 +143,8 @@ inline std::filesystem::path find_split(const std::filesystem::path& dir,
       if (std::filesystem::is_regular_file(p)) return p;
     }
   }
-  throw coulomb::io_error("text_experiment: no " + stems.front() + ".tsv.gz or " +
-                          stems.front() + ".tsv in '" + dir.string() + "'");
+  throw coulomb::io_error("text_experiment: no " + stems.front() + ".tsv.gz or " + stems.front() +
+                          ".tsv in '" + dir.string() + "'");
 }
 
 /// The columns of `task`, or (auto) the layout the header of `path` shows.
@@ -219,8 +219,8 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   std::vector<Index> order(static_cast<std::size_t>(full_train.size()));
   for (Index i = 0; i < full_train.size(); ++i) order[static_cast<std::size_t>(i)] = i;
   coulomb::shuffle_in_place(order, split_rng);
-  const auto n_dev = static_cast<Index>(
-      std::llround(cfg.dev_fraction * static_cast<double>(full_train.size())));
+  const auto n_dev =
+      static_cast<Index>(std::llround(cfg.dev_fraction * static_cast<double>(full_train.size())));
   coulomb::TextDataset train, dev;
   for (coulomb::TextDataset* d : {&train, &dev}) {
     d->source = full_train.source;
@@ -229,12 +229,13 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
     d->num_classes = full_train.num_classes;
   }
   std::vector<char> in_dev(order.size(), 0);
-  for (Index k = 0; k < n_dev; ++k) in_dev[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])] = 1;
+  for (Index k = 0; k < n_dev; ++k)
+    in_dev[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])] = 1;
   for (Index i = 0; i < full_train.size(); ++i)
     (in_dev[static_cast<std::size_t>(i)] ? dev : train)
         .examples.push_back(full_train.examples[static_cast<std::size_t>(i)]);
   coulomb::detail::require(train.size() > 0 && dev.size() > 0, "text_experiment",
-                   "the development fraction leaves an empty training or development set");
+                           "the development fraction leaves an empty training or development set");
 
   coulomb::VocabularyOptions vocab_options;
   vocab_options.min_frequency = cfg.min_frequency;
@@ -286,7 +287,8 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   result.parameters = model.num_parameters();
 
   // ---- Phase A
-  const bool learned = cfg.kernel == "learned" && mc.attention == coulomb::nn::AttentionKind::linear;
+  const bool learned =
+      cfg.kernel == "learned" && mc.attention == coulomb::nn::AttentionKind::linear;
   coulomb::train::PhaseBOptions b;
   b.epochs = cfg.epochs;
   b.batch_size = cfg.batch_size;
@@ -354,13 +356,13 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   coulomb::train::Evaluator<float> evaluator({.batch_size = 128, .metrics = {}});
   const auto t0 = std::chrono::steady_clock::now();
   const coulomb::Matrix<float> probs = evaluator.probabilities(model, valid_ids);
-  const double infer =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double infer = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   result.inference_ms_per_1000 =
       1e6 * infer / static_cast<double>(std::max<Index>(valid_ids.size(), 1));
   const std::span<const int> labels(valid_ids.labels);
   result.rows.push_back({"validation", coulomb::evaluate_classification(probs, labels)});
-  result.reliability = coulomb::reliability_diagram(probs, labels, coulomb::default_calibration_bins);
+  result.reliability =
+      coulomb::reliability_diagram(probs, labels, coulomb::default_calibration_bins);
   std::uint64_t stream = 0;
   for (const auto kind : {coulomb::PerturbationKind::drop, coulomb::PerturbationKind::swap}) {
     for (const double rate : cfg.perturbation_rates) {
@@ -374,8 +376,7 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
       result.rows.push_back({name.str(), e.metrics});
     }
   }
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 
@@ -423,12 +424,12 @@ inline void print_metric_table(std::ostream& out, const TextExperimentResult& r)
         << std::setw(10) << m.log_loss << std::setw(10) << m.brier << "\n";
   }
   out << std::setprecision(2);
-  out << "development accuracy (best epoch " << r.phase_b.best_epoch + 1 << "): "
-      << std::setprecision(4) << r.dev_accuracy << std::setprecision(2) << "\n";
+  out << "development accuracy (best epoch " << r.phase_b.best_epoch + 1
+      << "): " << std::setprecision(4) << r.dev_accuracy << std::setprecision(2) << "\n";
   out << "phase A " << r.phase_a_seconds << " s, phase B " << r.phase_b_seconds << " s ("
-      << r.phase_b.steps << " steps, " << std::setprecision(0)
-      << r.phase_b.tokens_per_second() << " tokens/s), inference " << std::setprecision(1)
-      << r.inference_ms_per_1000 << " ms per 1,000 sequences\n";
+      << r.phase_b.steps << " steps, " << std::setprecision(0) << r.phase_b.tokens_per_second()
+      << " tokens/s), inference " << std::setprecision(1) << r.inference_ms_per_1000
+      << " ms per 1,000 sequences\n";
   out.unsetf(std::ios::floatfield);
   out << std::setprecision(6);
 }

@@ -74,9 +74,9 @@ inline const char* to_string(PhaseARepresentation r) noexcept {
 inline PhaseARepresentation phase_a_representation_from_string(std::string_view name) {
   if (name == "initial") return PhaseARepresentation::initial;
   if (name == "warmup") return PhaseARepresentation::warmup;
-  coulomb::detail::throw_invalid("coulomb::train::phase_a_representation_from_string",
-                                 "argument 'name' must be initial or warmup, got '" +
-                                     std::string(name) + "'");
+  coulomb::detail::throw_invalid(
+      "coulomb::train::phase_a_representation_from_string",
+      "argument 'name' must be initial or warmup, got '" + std::string(name) + "'");
 }
 
 /// Options of Phase A (run_phase_a).
@@ -117,8 +117,7 @@ struct PhaseAOptions {
                 representation == PhaseARepresentation::warmup,
             where, "argument 'representation' is neither initial nor warmup");
     require(num_sequences >= 0, where,
-            "argument 'num_sequences' must be >= 0 (0: all), got " +
-                std::to_string(num_sequences));
+            "argument 'num_sequences' must be >= 0 (0: all), got " + std::to_string(num_sequences));
     require(batch_size >= 1, where,
             "argument 'batch_size' must be at least 1, got " + std::to_string(batch_size));
     if (representation == PhaseARepresentation::warmup) {
@@ -141,46 +140,46 @@ struct PhaseAOptions {
     require(std::isfinite(riesz_exponent), where,
             "argument 'riesz_exponent' must be finite, got " + std::to_string(riesz_exponent));
     coulomb::detail::require_positive(softening, where, "softening");
-    require(radius >= 0.0 && std::isfinite(radius), where,
-            "argument 'radius' must be finite and >= 0 (0: automatic), got " +
-                std::to_string(radius));
-    require(radius_factor >= 1.0 && std::isfinite(radius_factor), where,
-            "argument 'radius_factor' must be finite and >= 1, got " +
-                std::to_string(radius_factor));
+    require(
+        radius >= 0.0 && std::isfinite(radius), where,
+        "argument 'radius' must be finite and >= 0 (0: automatic), got " + std::to_string(radius));
+    require(
+        radius_factor >= 1.0 && std::isfinite(radius_factor), where,
+        "argument 'radius_factor' must be finite and >= 1, got " + std::to_string(radius_factor));
   }
 };
 
 /// What Phase A did to one Ω.
 struct PhaseAOmegaReport {
-  Index omega = 0;             ///< index of the Ω in the model
-  Index samples = 0;           ///< rows of the representations it was learned on
-  double radius = 0.0;         ///< radius R of the ball projection used
-  double energy_before = 0.0;  ///< H_N at the starting Ω (all rows)
-  double energy_after = 0.0;   ///< H_N at the learned Ω (all rows)
-  double alignment_before = 0.0;  ///< E at the start
-  double alignment_after = 0.0;   ///< E at the end
-  double repulsion_before = 0.0;  ///< W_{N,s} at the start (before the factor λ)
-  double repulsion_after = 0.0;   ///< W_{N,s} at the end
+  Index omega = 0;                           ///< index of the Ω in the model
+  Index samples = 0;                         ///< rows of the representations it was learned on
+  double radius = 0.0;                       ///< radius R of the ball projection used
+  double energy_before = 0.0;                ///< H_N at the starting Ω (all rows)
+  double energy_after = 0.0;                 ///< H_N at the learned Ω (all rows)
+  double alignment_before = 0.0;             ///< E at the start
+  double alignment_after = 0.0;              ///< E at the end
+  double repulsion_before = 0.0;             ///< W_{N,s} at the start (before the factor λ)
+  double repulsion_after = 0.0;              ///< W_{N,s} at the end
   double normalized_alignment_before = 0.0;  ///< Cortes et al.'s alignment A ∈ [0, 1], start
   double normalized_alignment_after = 0.0;   ///< and end
-  double relative_change = 0.0;  ///< ‖Ω_after − Ω_before‖_F / ‖Ω_before‖_F
+  double relative_change = 0.0;              ///< ‖Ω_after − Ω_before‖_F / ‖Ω_before‖_F
 };
 
 /// What Phase A did.
 struct PhaseAReport {
   PhaseARepresentation representation = PhaseARepresentation::initial;  ///< where x came from
-  Index sequences = 0;         ///< training sequences whose representations were used
-  Index warmup_steps = 0;      ///< Phase B steps of the warm-up (0 for initial)
-  double warmup_seconds = 0.0;  ///< wall time of the warm-up
-  Index langevin_steps = 0;    ///< Langevin steps per Ω
+  Index sequences = 0;                      ///< training sequences whose representations were used
+  Index warmup_steps = 0;                   ///< Phase B steps of the warm-up (0 for initial)
+  double warmup_seconds = 0.0;              ///< wall time of the warm-up
+  Index langevin_steps = 0;                 ///< Langevin steps per Ω
   std::vector<PhaseAOmegaReport> omegas{};  ///< one per Ω of the model
-  double energy_before = 0.0;     ///< Σ over the Ω of H_N at the start
-  double energy_after = 0.0;      ///< Σ over the Ω of H_N at the end
-  double alignment_before = 0.0;  ///< Σ of E at the start
-  double alignment_after = 0.0;   ///< Σ of E at the end
-  double repulsion_before = 0.0;  ///< Σ of W at the start
-  double repulsion_after = 0.0;   ///< Σ of W at the end
-  double seconds = 0.0;           ///< wall time of Phase A, warm-up included
+  double energy_before = 0.0;               ///< Σ over the Ω of H_N at the start
+  double energy_after = 0.0;                ///< Σ over the Ω of H_N at the end
+  double alignment_before = 0.0;            ///< Σ of E at the start
+  double alignment_after = 0.0;             ///< Σ of E at the end
+  double repulsion_before = 0.0;            ///< Σ of W at the start
+  double repulsion_after = 0.0;             ///< Σ of W at the end
+  double seconds = 0.0;                     ///< wall time of Phase A, warm-up included
 };
 
 namespace detail {
@@ -233,9 +232,9 @@ void collect_phase_a_inputs(nn::TextClassifier<S, Map>& model, const EncodedData
   coulomb::detail::require(model.config().attention == nn::AttentionKind::linear, where,
                            "the model uses softmax attention, which has no Omega to learn");
   coulomb::detail::require(!indices.empty(), where, "argument 'indices' is empty");
-  coulomb::detail::require(batch_size >= 1, where,
-                           "argument 'batch_size' must be at least 1, got " +
-                               std::to_string(batch_size));
+  coulomb::detail::require(
+      batch_size >= 1, where,
+      "argument 'batch_size' must be at least 1, got " + std::to_string(batch_size));
   const Index n = static_cast<Index>(indices.size());
   const Index layers = model.num_layers();
   const Index H = model.config().num_heads;
@@ -246,8 +245,8 @@ void collect_phase_a_inputs(nn::TextClassifier<S, Map>& model, const EncodedData
   TokenBatch batch;
   for (Index start = 0; start < n; start += batch_size) {
     const Index count = std::min(batch_size, n - start);
-    make_batch(data, indices.subspan(static_cast<std::size_t>(start),
-                                     static_cast<std::size_t>(count)),
+    make_batch(data,
+               indices.subspan(static_cast<std::size_t>(start), static_cast<std::size_t>(count)),
                batch);
     model.phase_a_representations(batch, reps);
     for (Index l = 0; l < layers; ++l)
@@ -272,7 +271,8 @@ void collect_phase_a_inputs(nn::TextClassifier<S, Map>& model, const EncodedData
       X[k].middleRows(filled[k], n) = P.middleCols(h * dh, dh);
       filled[k] += n;
       for (Index i = 0; i < n; ++i)
-        labels[k].push_back(data.labels[static_cast<std::size_t>(indices[static_cast<std::size_t>(i)])]);
+        labels[k].push_back(
+            data.labels[static_cast<std::size_t>(indices[static_cast<std::size_t>(i)])]);
     }
   }
 }
@@ -308,11 +308,18 @@ inline constexpr std::size_t omega_report_fields = 12;
 
 /// A PhaseAOmegaReport as text (exact decimals).
 inline std::string omega_report_text(const PhaseAOmegaReport& r) {
-  const std::array<double, omega_report_fields> v = {
-      static_cast<double>(r.omega), static_cast<double>(r.samples), r.radius,
-      r.energy_before, r.energy_after, r.alignment_before, r.alignment_after,
-      r.repulsion_before, r.repulsion_after, r.normalized_alignment_before,
-      r.normalized_alignment_after, r.relative_change};
+  const std::array<double, omega_report_fields> v = {static_cast<double>(r.omega),
+                                                     static_cast<double>(r.samples),
+                                                     r.radius,
+                                                     r.energy_before,
+                                                     r.energy_after,
+                                                     r.alignment_before,
+                                                     r.alignment_after,
+                                                     r.repulsion_before,
+                                                     r.repulsion_after,
+                                                     r.normalized_alignment_before,
+                                                     r.normalized_alignment_after,
+                                                     r.relative_change};
   return numbers_text(v);
 }
 
@@ -508,7 +515,8 @@ PhaseAReport run_phase_a(nn::TextClassifier<S, Map>& model, const EncodedDataset
       context.add = [&](io::ModelFile<S>& file) {
         begin_stage(file, "warmup");
         if (!options.keep_warmup_weights) {
-          for (const auto& t : before.tensors()) file.add_tensor("phase_a.initial." + t.name, t.value);
+          for (const auto& t : before.tensors())
+            file.add_tensor("phase_a.initial." + t.name, t.value);
         }
       };
     }
@@ -584,8 +592,8 @@ PhaseAReport run_phase_a(nn::TextClassifier<S, Map>& model, const EncodedDataset
     r.omega = k;
     r.samples = X[ks].rows();
     const double largest = static_cast<double>(omega_before.rowwise().norm().maxCoeff());
-    r.radius = options.radius > 0.0 ? options.radius
-                                    : std::max(options.radius_factor * largest, 1e-12);
+    r.radius =
+        options.radius > 0.0 ? options.radius : std::max(options.radius_factor * largest, 1e-12);
     r.energy_before = static_cast<double>(hamiltonian.evaluate(omega));
     r.alignment_before = hamiltonian.terms().alignment;
     r.repulsion_before = hamiltonian.terms().repulsion;

@@ -13,7 +13,8 @@
 ///     logits = model(batch, dropout on)             loss = −(1/B) Σ_b log softmax(logits_b)[y_b]
 ///     g = ∂loss/∂θ for every trainable θ            (a frozen Ω gets no gradient)
 ///     g ← g · min(1, c/‖g‖)                         (global-norm clipping, c = clip_norm)
-///     θ ← AdamW(θ, g, η_t)                          (η_t: linear warm-up, then linear/cosine decay)
+///     θ ← AdamW(θ, g, η_t)                          (η_t: linear warm-up, then linear/cosine
+///     decay)
 ///
 /// Reproducible: the batches are shuffled by Batcher with a seed drawn from Rng(options.seed),
 /// the dropout masks come from another sub-stream of it, and nothing else is random, so the
@@ -46,14 +47,14 @@
 #include "../core/error.hpp"
 #include "../core/random.hpp"
 #include "../features/feature_map.hpp"
+#include "../io/model_file.hpp"
+#include "../io/parameters.hpp"
 #include "../nn/loss.hpp"
 #include "../nn/parameter.hpp"
 #include "../nn/text_classifier.hpp"
 #include "../text/batching.hpp"
 #include "../text/encoder.hpp"
 #include "../text/metrics.hpp"
-#include "../io/model_file.hpp"
-#include "../io/parameters.hpp"
 #include "adamw.hpp"
 #include "checkpoint.hpp"
 #include "early_stopping.hpp"
@@ -77,9 +78,9 @@ struct EvaluationOptions {
     coulomb::detail::require(
         batch_size >= 1, where,
         "argument 'batch_size' must be at least 1, got " + std::to_string(batch_size));
-    coulomb::detail::require(metrics.num_bins >= 1, where,
-                             "argument 'metrics.num_bins' must be at least 1, got " +
-                                 std::to_string(metrics.num_bins));
+    coulomb::detail::require(
+        metrics.num_bins >= 1, where,
+        "argument 'metrics.num_bins' must be at least 1, got " + std::to_string(metrics.num_bins));
   }
 };
 
@@ -136,8 +137,7 @@ class Evaluator {
     const Matrix<S>& p = probabilities(model, data);
     Evaluation e;
     e.metrics = evaluate_classification(p, std::span<const int>(data.labels), options_.metrics);
-    e.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     e.tokens = static_cast<Index>(data.ids.size());
     return e;
   }
@@ -207,35 +207,35 @@ inline double metric_value(const ClassificationMetrics& m, ValidationMetric metr
 
 /// Options of Phase B (train_phase_b).
 struct PhaseBOptions {
-  Index epochs = 10;                  ///< passes over the training set (≥ 1)
-  Index batch_size = 32;              ///< sequences per step (≥ 1)
-  double learning_rate = 1e-3;        ///< peak rate η of AdamW (> 0)
-  double final_learning_rate = 0.0;   ///< rate at the end of the decay, in [0, learning_rate]
-  double weight_decay = 0.01;         ///< decoupled weight decay λ ≥ 0 (weights and embeddings)
-  double beta1 = 0.9;                 ///< AdamW β₁ ∈ [0, 1)
-  double beta2 = 0.999;               ///< AdamW β₂ ∈ [0, 1)
-  double warmup_fraction = 0.1;       ///< warm-up length as a fraction of the total steps, [0, 1]
-  Index warmup_steps = -1;            ///< warm-up length in steps; ≥ 0 overrides warmup_fraction
-  Decay decay = Decay::linear;        ///< decay after the warm-up, over the total steps
-  double clip_norm = 1.0;             ///< global gradient-norm bound c (0: no clipping)
-  Index patience = 2;                 ///< epochs without improvement before stopping (0: never)
-  double min_delta = 0.0;             ///< least improvement of the metric that counts (≥ 0)
+  Index epochs = 10;                 ///< passes over the training set (≥ 1)
+  Index batch_size = 32;             ///< sequences per step (≥ 1)
+  double learning_rate = 1e-3;       ///< peak rate η of AdamW (> 0)
+  double final_learning_rate = 0.0;  ///< rate at the end of the decay, in [0, learning_rate]
+  double weight_decay = 0.01;        ///< decoupled weight decay λ ≥ 0 (weights and embeddings)
+  double beta1 = 0.9;                ///< AdamW β₁ ∈ [0, 1)
+  double beta2 = 0.999;              ///< AdamW β₂ ∈ [0, 1)
+  double warmup_fraction = 0.1;      ///< warm-up length as a fraction of the total steps, [0, 1]
+  Index warmup_steps = -1;           ///< warm-up length in steps; ≥ 0 overrides warmup_fraction
+  Decay decay = Decay::linear;       ///< decay after the warm-up, over the total steps
+  double clip_norm = 1.0;            ///< global gradient-norm bound c (0: no clipping)
+  Index patience = 2;                ///< epochs without improvement before stopping (0: never)
+  double min_delta = 0.0;            ///< least improvement of the metric that counts (≥ 0)
   ValidationMetric metric = ValidationMetric::accuracy;  ///< what early stopping watches
-  bool restore_best = true;           ///< end with the parameters of the best validation epoch
-  Index max_steps = 0;                ///< stop after this many steps in all (0: no limit)
-  Index pad_to = 0;                   ///< pad every batch to this length (0: longest in batch)
-  Index eval_batch_size = 128;        ///< sequences per evaluation forward (≥ 1)
-  std::uint64_t seed = 0;             ///< seeds the batch order and the dropout masks
+  bool restore_best = true;              ///< end with the parameters of the best validation epoch
+  Index max_steps = 0;                   ///< stop after this many steps in all (0: no limit)
+  Index pad_to = 0;                      ///< pad every batch to this length (0: longest in batch)
+  Index eval_batch_size = 128;           ///< sequences per evaluation forward (≥ 1)
+  std::uint64_t seed = 0;                ///< seeds the batch order and the dropout masks
   ProgressReporter* progress = nullptr;  ///< step progress (not owned; finished at the end)
-  CheckpointOptions checkpoint{};     ///< checkpoints and resuming (default: none)
+  CheckpointOptions checkpoint{};        ///< checkpoints and resuming (default: none)
 
   /// Throws invalid_argument, naming the field, unless every field is valid.
   void validate() const {
     const char* where = "coulomb::train::PhaseBOptions";
     checkpoint.validate();
     using coulomb::detail::require;
-    require(epochs >= 1, where, "argument 'epochs' must be at least 1, got " +
-                                    std::to_string(epochs));
+    require(epochs >= 1, where,
+            "argument 'epochs' must be at least 1, got " + std::to_string(epochs));
     require(batch_size >= 1, where,
             "argument 'batch_size' must be at least 1, got " + std::to_string(batch_size));
     coulomb::detail::require_positive(learning_rate, where, "learning_rate");
@@ -243,43 +243,41 @@ struct PhaseBOptions {
             "argument 'final_learning_rate' must be in [0, learning_rate], got " +
                 std::to_string(final_learning_rate));
     require(weight_decay >= 0.0 && std::isfinite(weight_decay), where,
-            "argument 'weight_decay' must be finite and >= 0, got " +
-                std::to_string(weight_decay));
+            "argument 'weight_decay' must be finite and >= 0, got " + std::to_string(weight_decay));
     require(beta1 >= 0.0 && beta1 < 1.0, where,
             "argument 'beta1' must be in [0, 1), got " + std::to_string(beta1));
     require(beta2 >= 0.0 && beta2 < 1.0, where,
             "argument 'beta2' must be in [0, 1), got " + std::to_string(beta2));
     require(warmup_fraction >= 0.0 && warmup_fraction <= 1.0, where,
-            "argument 'warmup_fraction' must be in [0, 1], got " +
-                std::to_string(warmup_fraction));
+            "argument 'warmup_fraction' must be in [0, 1], got " + std::to_string(warmup_fraction));
     require(clip_norm >= 0.0 && std::isfinite(clip_norm), where,
             "argument 'clip_norm' must be finite and >= 0 (0: no clipping), got " +
                 std::to_string(clip_norm));
-    require(patience >= 0, where,
-            "argument 'patience' must be >= 0 (0: no early stopping), got " +
-                std::to_string(patience));
+    require(
+        patience >= 0, where,
+        "argument 'patience' must be >= 0 (0: no early stopping), got " + std::to_string(patience));
     require(min_delta >= 0.0 && std::isfinite(min_delta), where,
             "argument 'min_delta' must be finite and >= 0, got " + std::to_string(min_delta));
     require(max_steps >= 0, where,
             "argument 'max_steps' must be >= 0 (0: no limit), got " + std::to_string(max_steps));
     require(pad_to >= 0, where,
             "argument 'pad_to' must be >= 0 (0: longest in batch), got " + std::to_string(pad_to));
-    require(eval_batch_size >= 1, where,
-            "argument 'eval_batch_size' must be at least 1, got " +
-                std::to_string(eval_batch_size));
+    require(
+        eval_batch_size >= 1, where,
+        "argument 'eval_batch_size' must be at least 1, got " + std::to_string(eval_batch_size));
   }
 };
 
 /// What one epoch of Phase B did.
 struct EpochRecord {
-  Index epoch = 0;                                        ///< 0-based
-  Index steps = 0;                                        ///< optimizer steps in this epoch
-  double train_loss = 0.0;                                ///< mean training loss of its steps
-  double learning_rate = 0.0;                             ///< rate of its last step
+  Index epoch = 0;             ///< 0-based
+  Index steps = 0;             ///< optimizer steps in this epoch
+  double train_loss = 0.0;     ///< mean training loss of its steps
+  double learning_rate = 0.0;  ///< rate of its last step
   double validation_accuracy = std::numeric_limits<double>::quiet_NaN();  ///< NaN: none
   double validation_loss = std::numeric_limits<double>::quiet_NaN();      ///< log loss
   double validation_metric = std::numeric_limits<double>::quiet_NaN();    ///< early stopping's
-  bool improved = false;       ///< the epoch became the best so far
+  bool improved = false;           ///< the epoch became the best so far
   double tokens_per_second = 0.0;  ///< training tokens (padding excluded) per second
   double seconds = 0.0;            ///< wall time of the epoch, evaluation included
 };
@@ -289,12 +287,12 @@ struct PhaseBHistory {
   std::vector<EpochRecord> epochs{};  ///< in order
   Index best_epoch = -1;              ///< epoch whose parameters the model holds (−1: the last)
   double best_metric = std::numeric_limits<double>::quiet_NaN();  ///< its validation metric
-  Index steps = 0;                    ///< optimizer steps in all
-  Index tokens = 0;                   ///< training tokens processed (padding excluded)
-  double seconds = 0.0;               ///< wall time
-  double train_seconds = 0.0;         ///< wall time of the optimizer steps alone
-  bool stopped_early = false;         ///< early stopping ended the run
-  bool reached_max_steps = false;     ///< options.max_steps ended the run
+  Index steps = 0;                                                ///< optimizer steps in all
+  Index tokens = 0;                ///< training tokens processed (padding excluded)
+  double seconds = 0.0;            ///< wall time
+  double train_seconds = 0.0;      ///< wall time of the optimizer steps alone
+  bool stopped_early = false;      ///< early stopping ended the run
+  bool reached_max_steps = false;  ///< options.max_steps ended the run
 
   /// Training tokens per second over the optimizer steps (0 before any step).
   double tokens_per_second() const noexcept {
@@ -310,18 +308,18 @@ namespace detail {
 template <RealScalar S, FeatureMap Map>
 class PhaseBStepper {
  public:
-  PhaseBStepper(nn::TextClassifier<S, Map>& model, const PhaseBOptions& options,
-                Index total_steps, Rng dropout_rng)
+  PhaseBStepper(nn::TextClassifier<S, Map>& model, const PhaseBOptions& options, Index total_steps,
+                Rng dropout_rng)
       : model_(&model),
         params_(model.parameters()),
         adamw_(AdamWOptions{options.beta1, options.beta2, 1e-8, options.weight_decay, false}),
         clip_norm_(options.clip_norm),
         dropout_rng_(dropout_rng) {
     const Index total = std::max<Index>(total_steps, 1);
-    const Index warmup =
-        options.warmup_steps >= 0
-            ? std::min(options.warmup_steps, total)
-            : static_cast<Index>(std::llround(options.warmup_fraction * static_cast<double>(total)));
+    const Index warmup = options.warmup_steps >= 0
+                             ? std::min(options.warmup_steps, total)
+                             : static_cast<Index>(std::llround(options.warmup_fraction *
+                                                               static_cast<double>(total)));
     schedule_ = LearningRateSchedule{options.learning_rate, options.final_learning_rate, warmup,
                                      total, options.decay};
     schedule_.validate();
@@ -351,8 +349,7 @@ class PhaseBStepper {
       overflow(t, where, e.what());
     }
     if (!logits_.allFinite()) overflow(t, where, "the logits are not finite");
-    const S loss = nn::softmax_cross_entropy(logits_, std::span<const int>(batch.labels),
-                                             dlogits_);
+    const S loss = nn::softmax_cross_entropy(logits_, std::span<const int>(batch.labels), dlogits_);
     if (!std::isfinite(static_cast<double>(loss))) overflow(t, where, "the loss is not finite");
     model_->zero_grad();
     model_->backward(dlogits_);
@@ -394,13 +391,14 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// ---- checkpoints (train/resume.hpp) --------------------------------------------------------------
+// ---- checkpoints (train/resume.hpp)
+// --------------------------------------------------------------
 
 /// The run a Phase B run is part of (Phase A's warm-up), for its checkpoints: the kind and
 /// stage written, and what the outer run adds to every checkpoint (its stage and fingerprint).
 template <RealScalar S>
 struct PhaseBCheckpointContext {
-  std::string_view kind = "phase_b";  ///< "checkpoint.kind" written and required
+  std::string_view kind = "phase_b";   ///< "checkpoint.kind" written and required
   std::string_view stage = "running";  ///< the stage reported to the observer while training
   std::function<void(io::ModelFile<S>&)> add{};  ///< adds the outer run's state
 };
@@ -437,10 +435,16 @@ inline constexpr std::size_t epoch_record_fields = 10;
 inline std::string epoch_records_text(const std::vector<EpochRecord>& epochs) {
   std::string out;
   for (const EpochRecord& r : epochs) {
-    const std::array<double, epoch_record_fields> v = {
-        static_cast<double>(r.epoch), static_cast<double>(r.steps), r.train_loss,
-        r.learning_rate, r.validation_accuracy, r.validation_loss, r.validation_metric,
-        r.improved ? 1.0 : 0.0, r.tokens_per_second, r.seconds};
+    const std::array<double, epoch_record_fields> v = {static_cast<double>(r.epoch),
+                                                       static_cast<double>(r.steps),
+                                                       r.train_loss,
+                                                       r.learning_rate,
+                                                       r.validation_accuracy,
+                                                       r.validation_loss,
+                                                       r.validation_metric,
+                                                       r.improved ? 1.0 : 0.0,
+                                                       r.tokens_per_second,
+                                                       r.seconds};
     out += numbers_text(v);
     out += '\n';
   }
@@ -459,7 +463,8 @@ std::vector<EpochRecord> parse_epoch_records(const io::ModelFile<S>& file, const
     if (end == std::string::npos ||
         !parse_numbers(std::string_view(text).substr(start, end - start), v) ||
         !(v[0] >= 0.0 && v[1] >= 0.0 && v[0] == std::floor(v[0]) && v[1] == std::floor(v[1]))) {
-      throw io_error(std::string(where) + ": '" + file.source() + "': blob 'phase_b.history' has a malformed line " +
+      throw io_error(std::string(where) + ": '" + file.source() +
+                     "': blob 'phase_b.history' has a malformed line " +
                      std::to_string(out.size() + 1));
     }
     EpochRecord r;
@@ -482,11 +487,11 @@ std::vector<EpochRecord> parse_epoch_records(const io::ModelFile<S>& file, const
 /// Where a Phase B run stands: the epoch to run next (or in progress), and with mid_epoch, what
 /// its first record.steps batches did.
 struct PhaseBPosition {
-  Index epoch = 0;          ///< epoch to run, or in progress
-  bool mid_epoch = false;   ///< record.steps batches of `epoch` are done
-  EpochRecord record{};     ///< the epoch's record so far (steps, learning_rate)
-  double loss_sum = 0.0;    ///< sum of its step losses so far
-  Index epoch_tokens = 0;   ///< its training tokens so far
+  Index epoch = 0;         ///< epoch to run, or in progress
+  bool mid_epoch = false;  ///< record.steps batches of `epoch` are done
+  EpochRecord record{};    ///< the epoch's record so far (steps, learning_rate)
+  double loss_sum = 0.0;   ///< sum of its step losses so far
+  Index epoch_tokens = 0;  ///< its training tokens so far
 };
 
 /// Phase B (see train_phase_b), writing checkpoints of kind context->kind (Phase A's warm-up)
@@ -519,8 +524,8 @@ PhaseBHistory run_phase_b(nn::TextClassifier<S, Map>& model, const EncodedDatase
   stop_options.patience =
       options.patience > 0 ? options.patience : std::numeric_limits<Index>::max();
   stop_options.min_delta = options.min_delta;
-  stop_options.goal = options.metric == ValidationMetric::log_loss ? MetricGoal::minimize
-                                                                   : MetricGoal::maximize;
+  stop_options.goal =
+      options.metric == ValidationMetric::log_loss ? MetricGoal::minimize : MetricGoal::maximize;
   EarlyStopping<S> stop(stop_options);
   Evaluator<S> evaluator(EvaluationOptions{options.eval_batch_size, {}});
 
@@ -532,7 +537,8 @@ PhaseBHistory run_phase_b(nn::TextClassifier<S, Map>& model, const EncodedDatase
   // Checkpoints: the fingerprint of the run, the writer, and resuming.
   const CheckpointOptions& ck = options.checkpoint;
   const std::string_view kind = context != nullptr ? context->kind : std::string_view("phase_b");
-  const std::string_view running = context != nullptr ? context->stage : std::string_view("running");
+  const std::string_view running =
+      context != nullptr ? context->stage : std::string_view("running");
   RunFingerprint fingerprint;
   if (ck.enabled()) {
     fingerprint.add_model(model);
@@ -566,9 +572,9 @@ PhaseBHistory run_phase_b(nn::TextClassifier<S, Map>& model, const EncodedDatase
     io::add_parameters(file, params, "model.");
     add_optimizer_state(file, stepper.optimizer());
     if (validate_epochs) add_early_stopping_state(file, stop);
-    const std::string_view stage =
-        context != nullptr ? context->stage
-                           : (status == "done" ? std::string_view("done") : running);
+    const std::string_view stage = context != nullptr
+                                       ? context->stage
+                                       : (status == "done" ? std::string_view("done") : running);
     save_checkpoint(ck, file,
                     CheckpointEvent{CheckpointEventKind::saved, kind, stage, history.steps, -1});
   };
@@ -649,8 +655,7 @@ PhaseBHistory run_phase_b(nn::TextClassifier<S, Map>& model, const EncodedDatase
       if (progress) {
         values[0].value = loss_sum / static_cast<double>(record.steps);
         values[1].value = record.learning_rate;
-        progress->update(history.steps, static_cast<double>(history.tokens + epoch_tokens),
-                         values);
+        progress->update(history.steps, static_cast<double>(history.tokens + epoch_tokens), values);
       }
       if (options.max_steps > 0 && history.steps >= options.max_steps) {
         history.reached_max_steps = true;
