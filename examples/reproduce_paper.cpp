@@ -66,8 +66,8 @@ std::vector<Variant> variants(const std::vector<std::string>& maps, bool softmax
   return v;
 }
 
-const std::vector<std::string> key_names{"dataset", "attention", "feature_map", "kernel",
-                                         "tied_qk", "seed"};
+const std::vector<std::string> key_names{"dataset", "attention", "feature_map",
+                                         "kernel",  "tied_qk",   "seed"};
 constexpr std::size_t seed_key = 5;
 
 /// "validation" → "", "drop 10%" → "drop10_", ...: prefixes of the metric columns.
@@ -80,13 +80,15 @@ std::string row_prefix(const std::string& row_name) {
 }
 
 const std::vector<std::string> metric_names{"accuracy", "mcc", "f1", "ece", "log_loss", "brier"};
-const std::vector<std::string> timing_names{"dev_accuracy", "best_epoch", "phase_a_s", "phase_b_s",
+const std::vector<std::string> timing_names{"dev_accuracy", "best_epoch",
+                                            "phase_a_s",    "phase_b_s",
                                             "tokens_per_s", "inference_ms_per_1000"};
 
 std::vector<std::string> value_names(const std::vector<double>& rates) {
   std::vector<std::string> rows{""};
   for (const char* kind : {"drop", "swap"})
-    for (double r : rates) rows.push_back(kind + std::to_string(static_cast<int>(std::lround(100 * r))) + "_");
+    for (double r : rates)
+      rows.push_back(kind + std::to_string(static_cast<int>(std::lround(100 * r))) + "_");
   std::vector<std::string> names;
   for (const auto& prefix : rows)
     for (const auto& m : metric_names) names.push_back(prefix + m);
@@ -95,7 +97,8 @@ std::vector<std::string> value_names(const std::vector<double>& rates) {
 }
 
 std::vector<std::string> keys_of(const Dataset& d, const Variant& v, int seed) {
-  return {d.name, v.attention, v.feature_map, v.kernel, v.tied_qk ? "1" : "0", std::to_string(seed)};
+  return {d.name,   v.attention,           v.feature_map,
+          v.kernel, v.tied_qk ? "1" : "0", std::to_string(seed)};
 }
 
 std::string variant_label(const Variant& v) {
@@ -193,9 +196,9 @@ void write_report(const paper::RunTable& table, const std::vector<Dataset>& data
       std::vector<std::string> f(filter.begin(), filter.end() - 1);
       f.push_back("");
       md << "| " << variant_label(v);
-      for (const char* m : {"accuracy", "drop10_accuracy", "drop20_accuracy", "swap10_accuracy",
-                            "swap20_accuracy", "dev_accuracy", "phase_a_s", "phase_b_s",
-                            "tokens_per_s", "inference_ms_per_1000"}) {
+      for (const char* m :
+           {"accuracy", "drop10_accuracy", "drop20_accuracy", "swap10_accuracy", "swap20_accuracy",
+            "dev_accuracy", "phase_a_s", "phase_b_s", "tokens_per_s", "inference_ms_per_1000"}) {
         const auto sel = table.select(f, m, seed_key);
         std::vector<double> x;
         for (const auto& [s, val] : sel) x.push_back(val);
@@ -306,8 +309,7 @@ int main(int argc, char** argv) {
     for (const auto& spec : data_specs) {
       const auto eq = spec.find('=');
       if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-        throw coulomb::invalid_argument("reproduce_paper: --data '" + spec +
-                                        "' is not NAME=DIR");
+        throw coulomb::invalid_argument("reproduce_paper: --data '" + spec + "' is not NAME=DIR");
       Dataset d{spec.substr(0, eq), fs::path(spec.substr(eq + 1))};
       if (d.name.find_first_of(",\"\n") != std::string::npos)
         throw coulomb::invalid_argument("reproduce_paper: dataset name '" + d.name +
@@ -373,7 +375,8 @@ int main(int argc, char** argv) {
             table.append(csv, std::move(row));
             ++done;
             if (!cli.quiet()) {
-              const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+              const double el =
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
               std::cerr << "[" << done << "/" << todo.size() << ", " << fmt(el / 60, 1) << " min] "
                         << job.d.name << " " << variant_label(job.v) << " seed " << job.seed
                         << ": accuracy " << fmt(100 * result.rows.at(0).metrics.accuracy, 1)

@@ -74,7 +74,9 @@ struct ScratchDir {
     std::error_code ec;
     fs::remove_all(path, ec);
   }
-  std::string file(const std::string& name) const { return (path / name).string(); }
+  std::string file(const std::string& name) const {
+    return (path / name).string();
+  }
 };
 
 /// `n` sequences of 2 to 8 tokens from [3, 16); label 1 when token 2 occurs (about half of
@@ -258,8 +260,7 @@ bool file_matches(const std::string& path, const SavedMessage& m) {
   }
   if (f.metadata_value("phase_a.stage") != stage) return false;
   if (stage == "warmup") return f.metadata_value("phase_b.steps") == std::to_string(m.step);
-  if (stage == "langevin")
-    return f.metadata_value("phase_a.next_omega") == std::to_string(m.omega);
+  if (stage == "langevin") return f.metadata_value("phase_a.next_omega") == std::to_string(m.omega);
   return true;
 }
 
@@ -283,7 +284,8 @@ TEST_CASE("TrainResume_SigkillAtRandomPointsEndsWithTheUninterruptedModel",
   // Seeded random kill points, one or more in every stage, in the order the run reaches them.
   coulomb::Rng rng = coulomb_test::test_rng("TrainResume_Sigkill");
   auto pick = [&](Index lo, Index hi) {
-    return lo + static_cast<Index>(coulomb::uniform_index(static_cast<std::uint64_t>(hi - lo + 1), rng));
+    return lo +
+           static_cast<Index>(coulomb::uniform_index(static_cast<std::uint64_t>(hi - lo + 1), rng));
   };
   const std::vector<KillRule> rules = {
       {CheckpointEventKind::step, "phase_a", "warmup", pick(2, 5), -1, "warm-up, epoch 0"},

@@ -56,8 +56,8 @@ struct PairedDifference {
 /// factor of a two-sided 95 % confidence interval. Exact to the 3 decimals of the usual tables
 /// for df ≤ 30; beyond, the Cornish–Fisher expansion around the normal quantile (error < 1e-4).
 inline double student_t_975(int df) {
-  if (df < 1) throw std::invalid_argument("student_t_975: df must be at least 1, got " +
-                                          std::to_string(df));
+  if (df < 1)
+    throw std::invalid_argument("student_t_975: df must be at least 1, got " + std::to_string(df));
   static constexpr double table[30] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
                                        2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
                                        2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
@@ -127,8 +127,7 @@ class RunTable {
 
   /// Whether a row with exactly these keys exists.
   bool contains(const std::vector<std::string>& keys) const {
-    return std::any_of(rows_.begin(), rows_.end(),
-                       [&](const RunRow& r) { return r.keys == keys; });
+    return std::any_of(rows_.begin(), rows_.end(), [&](const RunRow& r) { return r.keys == keys; });
   }
 
   /// Adds a row in memory (checked against the columns).
@@ -163,7 +162,8 @@ class RunTable {
                                  std::to_string(fields.size()) + " fields, expected " +
                                  std::to_string(header().size()));
       RunRow row;
-      row.keys.assign(fields.begin(), fields.begin() + static_cast<std::ptrdiff_t>(key_names_.size()));
+      row.keys.assign(fields.begin(),
+                      fields.begin() + static_cast<std::ptrdiff_t>(key_names_.size()));
       for (std::size_t i = key_names_.size(); i < fields.size(); ++i) {
         double v = 0.0;
         const auto& f = fields[i];
@@ -205,8 +205,8 @@ class RunTable {
 
   /// Values of column `value` of the rows whose keys match `filter` (an empty filter entry
   /// matches anything), ordered by the key column `order_by` (the seed, for pairing).
-  std::map<std::string, double> select(const std::vector<std::string>& filter, std::string_view value,
-                                       std::size_t order_by) const {
+  std::map<std::string, double> select(const std::vector<std::string>& filter,
+                                       std::string_view value, std::size_t order_by) const {
     const std::size_t vi = value_index(value);
     std::map<std::string, double> out;
     for (const auto& r : rows_) {

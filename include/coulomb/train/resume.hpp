@@ -175,11 +175,11 @@ class RunFingerprint {
       }
     }
     if (count > 0) {
-      throw io_error(std::string(where) + ": '" + file.source() +
-                     "': cannot resume: the checkpoint was written by a different run (" +
-                     std::to_string(count) + " field" + (count > 1 ? "s differ" : " differs") +
-                     "; use the same options and data, or start afresh without resuming):" +
-                     problems);
+      throw io_error(
+          std::string(where) + ": '" + file.source() +
+          "': cannot resume: the checkpoint was written by a different run (" +
+          std::to_string(count) + " field" + (count > 1 ? "s differ" : " differs") +
+          "; use the same options and data, or start afresh without resuming):" + problems);
     }
   }
 
@@ -317,7 +317,8 @@ io::ModelFile<S> load_checkpoint(const std::string& path, std::string_view kind,
   if (*found != kind) {
     throw io_error(std::string(where) + ": '" + path + "' is a " +
                    io::detail::printable_name(*found) + " checkpoint, expected a " +
-                   std::string(kind) + " one (Phase A and Phase B need different checkpoint paths)");
+                   std::string(kind) +
+                   " one (Phase A and Phase B need different checkpoint paths)");
   }
   const std::string& layout = file.metadata_value("checkpoint.layout");
   if (layout != checkpoint_layout_version) {
