@@ -153,6 +153,16 @@ int main(int argc, char** argv) {
   app.add_option("--repulsion", cfg.phase_a_repulsion, "Weight lambda of the Riesz repulsion")
       ->check(ce::non_negative_number())
       ->capture_default_str();
+  app.add_option("--checkpoint", cfg.checkpoint_prefix,
+                 "Write checkpoints PREFIX.phase_a.ckpt and PREFIX.phase_b.ckpt (at epoch ends "
+                 "and every --checkpoint-every steps)");
+  app.add_option("--checkpoint-every", cfg.checkpoint_every,
+                 "Also checkpoint every N optimizer steps (0: at epoch ends only)")
+      ->check(coulomb_examples::integer_in(0, 1000000000))
+      ->capture_default_str();
+  app.add_flag("--resume", cfg.resume,
+               "Continue from the --checkpoint files if they exist (the same options and data "
+               "are required; the result is the uninterrupted run's)");
   app.add_option("--model", cfg.model_path,
                  "Also save the trained model (vocabulary, configuration, weights, Omega) to "
                  "this file (io/text_model.hpp)")

@@ -96,6 +96,10 @@ struct TextExperimentConfig {
 
   std::vector<double> perturbation_rates{0.1, 0.2};  ///< robustness rows (drop and swap)
   std::string model_path{};  ///< save the trained model here (io/text_model.hpp; empty: not)
+  /// Checkpoints (train/resume.hpp): PREFIX.phase_a.ckpt and PREFIX.phase_b.ckpt (empty: none).
+  std::string checkpoint_prefix{};
+  coulomb::Index checkpoint_every = 0;  ///< also every this many steps (0: epoch ends only)
+  bool resume = false;                  ///< continue from the checkpoints if they exist
 };
 
 /// One row of the metric table.
@@ -298,6 +302,11 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   b.clip_norm = cfg.clip_norm;
   b.patience = cfg.patience;
   b.seed = phase_b_seed;
+  if (!cfg.checkpoint_prefix.empty()) {
+    b.checkpoint.path = cfg.checkpoint_prefix + ".phase_b.ckpt";
+    b.checkpoint.every_steps = cfg.checkpoint_every;
+    b.checkpoint.resume = cfg.resume;
+  }
   if (learned) {
     coulomb::train::PhaseAOptions a;
     a.representation = coulomb::train::phase_a_representation_from_string(cfg.representation);
@@ -305,6 +314,12 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
     a.warmup_steps = cfg.phase_a_warmup_steps;
     a.warmup = b;
     a.warmup.seed = phase_a_seed ^ 0x5851F42D4C957F2DULL;
+    a.warmup.checkpoint = {};
+    if (!cfg.checkpoint_prefix.empty()) {
+      a.checkpoint.path = cfg.checkpoint_prefix + ".phase_a.ckpt";
+      a.checkpoint.every_steps = cfg.checkpoint_every;
+      a.checkpoint.resume = cfg.resume;
+    }
     a.steps = cfg.phase_a_steps;
     a.step_size = cfg.phase_a_step_size;
     a.beta = cfg.phase_a_beta;
