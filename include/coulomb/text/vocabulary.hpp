@@ -254,7 +254,11 @@ class Vocabulary {
     Vocabulary vocab(tok);
     vocab.tokens_.clear();
     vocab.counts_.clear();
-    const auto reserve = static_cast<std::size_t>(std::min<std::int64_t>(size, 1 << 20));
+    // Every entry takes a line of at least 4 bytes ("w\t1\n"), so the rest of the text bounds
+    // how many can follow: a corrupted 'size' line cannot make a short file reserve much.
+    const auto left = static_cast<std::int64_t>((text.size() - pos) / 4 + 1);
+    const auto reserve =
+        static_cast<std::size_t>(std::min<std::int64_t>({size, std::int64_t{1} << 20, left}));
     vocab.tokens_.reserve(reserve);
     vocab.counts_.reserve(reserve);
     vocab.index_.reserve(reserve);
