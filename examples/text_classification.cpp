@@ -83,6 +83,16 @@ int main(int argc, char** argv) {
   app.add_option("--features", cfg.features, "Random features m per feature map")
       ->check(ce::integer_in(2, 65536))
       ->capture_default_str();
+  app.add_option("--pooling", cfg.pooling,
+                 "Pooling: mean (over all tokens), pair (the pair head: each sentence pooled "
+                 "apart, classified on [u, v, |u - v|, u * v]; sentence pairs only) or auto (pair "
+                 "for sentence pairs, mean otherwise)")
+      ->check(CLI::IsMember({"mean", "pair", "auto"}))
+      ->capture_default_str();
+  app.add_option("--pair-hidden", cfg.pair_hidden,
+                 "Width of the pair head's GELU hidden layer (0: a linear classifier)")
+      ->check(ce::integer_in(0, 65536))
+      ->capture_default_str();
   app.add_option("--max-length", cfg.max_length,
                  "Longest sequence in tokens (0: 64 for single sentences, 128 for pairs)")
       ->check(ce::integer_in(0, 65536))
@@ -97,6 +107,11 @@ int main(int argc, char** argv) {
                  "Epochs without improvement of the development accuracy before stopping "
                  "(0: never stop early)")
       ->check(ce::integer_in(0, 10000))
+      ->capture_default_str();
+  app.add_option("--select", cfg.select,
+                 "Development-set metric that early stopping and the choice of the best epoch "
+                 "watch")
+      ->check(CLI::IsMember({"accuracy", "mcc", "f1", "log_loss"}))
       ->capture_default_str();
   app.add_option("--lr", cfg.learning_rate, "Peak learning rate of AdamW")
       ->check(ce::positive_number())

@@ -454,7 +454,7 @@ TEST_CASE("text model: valid containers with invalid text-model content are reje
   const std::vector<MetaCase> meta_cases = {
       {[](Meta& m) { m.erase("kind"); }, {"not a text-model file", "'kind'"}},
       {[](Meta& m) { m["kind"] = "checkpoint"; }, {"metadata 'kind' is 'checkpoint'"}},
-      {[](Meta& m) { m["text_model.version"] = "2"; }, {"unsupported text-model version 2"}},
+      {[](Meta& m) { m["text_model.version"] = "3"; }, {"unsupported text-model version 3"}},
       {[](Meta& m) { m["text_model.scalar"] = "float64"; }, {"'text_model.scalar' is 'float64'"}},
       {[](Meta& m) { m.erase("config.d_ff"); }, {"no metadata 'config.d_ff'"}},
       {[](Meta& m) { m["config.d_model"] = "8x"; }, {"'config.d_model' is '8x'", "an integer"}},
@@ -555,6 +555,79 @@ TEST_CASE("text model: valid containers with invalid text-model content are reje
   io::ModelFile<float> checkpoint = rebuild(good, {});
   checkpoint.add_tensor("optimizer.first_moment.classifier.bias", Matrix<float>::Zero(2, 1));
   CHECK_NOTHROW(io::load_text_model<float, coulomb::FavorPlus<float>>(checkpoint));
+}
+
+TEST_CASE("text model: the pair head is saved as version 2, mean pooling still as version 1",
+          "[io][text_model][pair]") {
+  const coulomb::Vocabulary vocab = small_vocabulary();
+  TextClassifierConfig config = small_config(vocab.size());
+  config.use_segments = true;
+  config.pooling = coulomb::nn::PoolingKind::pair;
+  config.pair_hidden = 6;
+  const coulomb::EncoderOptions enc_options{10, true};
+  FavorModel model(config, 21);
+  const coulomb::TokenBatch batch = encoded_batch(coulomb::TextEncoder(vocab, enc_options), true);
+  Matrix<float> logits;
+  model.forward(batch, logits);
+
+  const io::ModelFile<float> file = io::text_model_file(model, vocab, enc_options, kMetadata);
+  REQUIRE(file.find_metadata("text_model.version") != nullptr);
+  CHECK(*file.find_metadata("text_model.version") == "2");
+  CHECK(*file.find_metadata("config.pooling") == "pair");
+  CHECK(*file.find_metadata("config.pair_hidden") == "6");
+  ScratchDir dir("pair_head");
+  const std::string path = dir.file("pair.clmb");
+  io::save_text_model(path, model, vocab, enc_options, kMetadata);
+  auto loaded = io::load_text_model<float, coulomb::FavorPlus<float>>(path);
+  CHECK(loaded.header.config.pooling == coulomb::nn::PoolingKind::pair);
+  CHECK(loaded.header.config.pair_hidden == 6);
+  Matrix<float> again;
+  loaded.model.forward(batch, again);
+  CHECK(bitwise_equal(logits, again));
+  require_same_parameters(model, loaded.model);
+  CHECK(io::model_file_bytes(io::text_model_file(loaded.model, loaded.vocabulary,
+                                                 loaded.header.encoder, loaded.header.metadata)) ==
+        io::model_file_bytes(file));
+
+  // A model of mean pooling keeps the layout of version 1: no pooling fields.
+  TextClassifierConfig mean = config;
+  mean.pooling = coulomb::nn::PoolingKind::mean;
+  mean.pair_hidden = 0;
+  const FavorModel mean_model(mean, 21);
+  const io::ModelFile<float> mean_file = io::text_model_file(mean_model, vocab, enc_options);
+  CHECK(*mean_file.find_metadata("text_model.version") == "1");
+  CHECK(mean_file.find_metadata("config.pooling") == nullptr);
+  CHECK(mean_file.find_metadata("config.pair_hidden") == nullptr);
+
+  // Loading into a model of another pooling names the fields.
+  FavorModel target(mean, 3);
+  CHECK_THAT(thrown<coulomb::io_error>([&] { (void)io::load_text_model_into(path, target); }),
+             Contains("config.pooling is 'pair' in the file, the model has 'mean'") &&
+                 Contains("config.pair_hidden is '6' in the file, the model has '0'"));
+  FavorModel same(config, 4);
+  (void)io::load_text_model_into(path, same);
+  same.forward(batch, again);
+  CHECK(bitwise_equal(logits, again));
+
+  // Invalid or missing pooling fields are rejected naming the key; a pair file relabelled as
+  // version 1 (mean pooling) does not load silently: its head's tensors do not fit.
+  using Meta = std::map<std::string, std::string>;
+  const std::vector<std::pair<std::function<void(Meta&)>, std::string>> cases = {
+      {[](Meta& m) { m["config.pooling"] = "max"; }, "'config.pooling' is 'max'"},
+      {[](Meta& m) { m.erase("config.pooling"); }, "no metadata 'config.pooling'"},
+      {[](Meta& m) { m["config.pair_hidden"] = "-1"; }, "'config.pair_hidden' is '-1'"},
+      {[](Meta& m) { m["config.pair_hidden"] = "7"; }, "'model.pair_head.hidden.weight'"},
+      {[](Meta& m) { m["config.use_segments"] = "false"; }, "configuration is invalid"},
+      {[](Meta& m) { m["text_model.version"] = "1"; }, "'model.classifier.weight' has shape"},
+  };
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    INFO("case " << k);
+    const std::string what = thrown<coulomb::io_error>([&] {
+      (void)io::load_text_model<float, coulomb::FavorPlus<float>>(rebuild(file, cases[k].first));
+    });
+    INFO(what);
+    CHECK_THAT(what, Contains("edited.clmb") && Contains(cases[k].second));
+  }
 }
 
 TEST_CASE("text model: damaged bytes and truncations are rejected without a crash",

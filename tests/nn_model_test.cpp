@@ -3,13 +3,17 @@
 // features (and, in the same types, exact softmax attention): backward passes of the block and
 // the layer against central finite differences, end-to-end gradients against central finite
 // differences in double, invariance to padding, reproducibility, the parameter list, the Phase A
-// representations, access to Ω, bad input, and a few optimization steps that fit a small batch.
+// representations, access to Ω, bad input, and a few optimization steps that fit a small batch;
+// the pair head (PairPool's features and backward, the model's gradients with it against finite
+// differences, padding invariance, that it tells the two sentences apart, bad configurations).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -577,6 +581,148 @@ TEST_CASE("NnTextClassifier_BadInputThrows", "[nn][model][errors]") {
   Mat<double> nan = Mat<double>::Zero(2, 3);
   nan(0, 0) = std::nan("");
   CHECK_THROWS_WITH(model.backward(nan), Contains("'dlogits'"));
+}
+
+TEST_CASE("NnPairPool_FeaturesAndBackward", "[nn][model][pair]") {
+  // f = [u, v, |u - v|, u * v] from the per-segment means, and its backward against central
+  // differences of a weighted sum, with a sequence whose first segment is empty.
+  coulomb::Rng rng = coulomb_test::test_rng("NnPairPool_FeaturesAndBackward");
+  const Index L = 6, d = 3;
+  const PaddingMask mask = mask_of(L, {6, 4, 1});
+  // Segment 1 on the second half of each sequence (all of a 1-token one), 1 at some padding.
+  std::vector<std::int32_t> segments(static_cast<std::size_t>(3 * L), 0);
+  const std::vector<Index> lengths = {6, 4, 1};
+  for (Index b = 0; b < 3; ++b)
+    for (Index t = 0; t < L; ++t)
+      segments[static_cast<std::size_t>(b * L + t)] =
+          (t >= lengths[static_cast<std::size_t>(b)] / 2) ? 1 : 0;
+  Mat<double> X = gaussian(3 * L, d, rng);
+  coulomb::nn::PairPool<double> pool;
+  Mat<double> F;
+  pool.forward(X, mask, segments, F);
+  REQUIRE(F.rows() == 3);
+  REQUIRE(F.cols() == 4 * d);
+  for (Index b = 0; b < 3; ++b) {
+    Mat<double> u = Mat<double>::Zero(1, d), v = Mat<double>::Zero(1, d);
+    Index nu = 0, nv = 0;
+    for (Index t = 0; t < lengths[static_cast<std::size_t>(b)]; ++t) {
+      if (segments[static_cast<std::size_t>(b * L + t)] == 0) {
+        u += X.row(b * L + t);
+        ++nu;
+      } else {
+        v += X.row(b * L + t);
+        ++nv;
+      }
+    }
+    if (nu > 0) u /= static_cast<double>(nu);
+    if (nv > 0) v /= static_cast<double>(nv);
+    INFO("sequence " << b);
+    CHECK((F.block(b, 0, 1, d) - u).norm() < 1e-14);
+    CHECK((F.block(b, d, 1, d) - v).norm() < 1e-14);
+    CHECK((F.block(b, 2 * d, 1, d) - (u - v).cwiseAbs()).norm() < 1e-14);
+    CHECK((F.block(b, 3 * d, 1, d) - u.cwiseProduct(v)).norm() < 1e-14);
+  }
+  CHECK(F.block(2, 0, 1, d).isZero(0));  // the 1-token sequence has no first sentence
+
+  const Mat<double> R = gaussian(3, 4 * d, rng);
+  Mat<double> dX;
+  pool.backward(R, mask, segments, dX);
+  const Mat<double> fd = fd_gradient(X, [&] {
+    coulomb::nn::PairPool<double> p;
+    Mat<double> out;
+    p.forward(X, mask, segments, out);
+    return weighted_sum(R, out);
+  });
+  CHECK(gradient_error(dX, fd) < fd_tolerance);
+  for (Index b = 0; b < 3; ++b)  // padding rows get nothing
+    for (Index t = lengths[static_cast<std::size_t>(b)]; t < L; ++t)
+      CHECK(dX.row(b * L + t).isZero(0));
+
+  CHECK_THROWS_WITH(pool.forward(X, mask, std::span(segments).first(5), F), Contains("'segments'"));
+  CHECK_THROWS_WITH(pool.backward(Mat<double>::Zero(3, d), mask, segments, dX), Contains("'dF'"));
+}
+
+TEST_CASE("NnTextClassifier_PairHead", "[nn][model][pair]") {
+  coulomb::Rng rng = coulomb_test::test_rng("NnTextClassifier_PairHead");
+  TextClassifierConfig c = small_config();
+  c.pooling = coulomb::nn::PoolingKind::pair;
+  const coulomb::TokenBatch batch = make_batch({6, 3, 5, 1}, 6, c.vocab_size, c.num_classes, rng);
+
+  SECTION("gradients match finite differences: hidden layer, dropout with a fixed mask") {
+    c.pair_hidden = 5;
+    c.train_omega = true;
+    Model model(c, 61);
+    const auto params = by_name(model);
+    REQUIRE(params.count("pair_head.hidden.weight") == 1);
+    CHECK(params.at("pair_head.hidden.weight").value->rows() == 4 * c.d_model);
+    CHECK(params.at("pair_head.hidden.weight").value->cols() == 5);
+    CHECK(params.at("classifier.weight").value->rows() == 5);
+    const double worst = coulomb_nn_test::check_model_gradients(model, batch, true);
+    INFO("largest relative error " << worst);
+    CHECK(worst < coulomb_nn_test::fd_tolerance);
+  }
+  SECTION("gradients match finite differences: linear head, softmax attention, one layer") {
+    c.attention = AttentionKind::softmax;
+    c.num_layers = 1;
+    Model model(c, 62);
+    const auto params = by_name(model);
+    CHECK(params.count("pair_head.hidden.weight") == 0);
+    CHECK(params.at("classifier.weight").value->rows() == 4 * c.d_model);
+    const double worst = coulomb_nn_test::check_model_gradients(model, batch, true);
+    INFO("largest relative error " << worst);
+    CHECK(worst < coulomb_nn_test::fd_tolerance);
+  }
+  SECTION("padding, whatever its ids and segment ids, changes nothing") {
+    c.pair_hidden = 4;
+    Model model(c, 63);
+    coulomb::TokenBatch other = batch;
+    for (Index b = 0; b < batch.size(); ++b)
+      for (Index t = batch.lengths[static_cast<std::size_t>(b)]; t < batch.length(); ++t) {
+        other.ids(t, b) = static_cast<coulomb::TokenId>(5 + t);
+        other.segments(t, b) = t % 2;
+      }
+    Mat<double> l0, l1;
+    model.forward(batch, l0);
+    model.forward(other, l1);
+    CHECK(coulomb_test::rel_diff(l1, l0) < 1e-14);
+  }
+  SECTION(
+      "the head compares the sentences: moving a token to the other sentence changes the "
+      "logits, which mean pooling over both would not see") {
+    c.num_layers = 1;
+    c.dropout = 0.0;
+    Model model(c, 64);
+    coulomb::TokenBatch moved = batch;
+    moved.segments(2, 0) = 1 - moved.segments(2, 0);
+    // Without segment embeddings' effect: the same embedding for both segments.
+    auto params = by_name(model);
+    Mat<double>& seg = *params.at("embedding.segment").value;
+    seg.row(1) = seg.row(0);
+    Mat<double> l0, l1;
+    model.forward(batch, l0);
+    model.forward(moved, l1);
+    CHECK(coulomb_test::rel_diff(l1, l0) > 1e-6);
+    TextClassifierConfig mean_config = c;
+    mean_config.pooling = coulomb::nn::PoolingKind::mean;
+    Model mean_model(mean_config, 64);
+    auto mean_params = by_name(mean_model);
+    Mat<double>& mean_seg = *mean_params.at("embedding.segment").value;
+    mean_seg.row(1) = mean_seg.row(0);
+    mean_model.forward(batch, l0);
+    mean_model.forward(moved, l1);
+    CHECK(coulomb_test::rel_diff(l1, l0) < 1e-14);
+  }
+  SECTION("invalid configurations are rejected, naming the field") {
+    TextClassifierConfig bad = c;
+    bad.use_segments = false;
+    CHECK_THROWS_WITH(Model(bad, 1), Contains("'config.pooling'"));
+    bad = c;
+    bad.pair_hidden = -1;
+    CHECK_THROWS_WITH(Model(bad, 1), Contains("'config.pair_hidden'"));
+    bad = small_config();
+    bad.pair_hidden = 3;
+    CHECK_THROWS_WITH(Model(bad, 1), Contains("'config.pair_hidden'"));
+  }
 }
 
 TEST_CASE("NnTextClassifier_GradientStepsFitASmallBatch", "[nn][model]") {

@@ -68,11 +68,17 @@ struct TextExperimentConfig {
   coulomb::Index heads = 4;
   coulomb::Index layers = 2;
   coulomb::Index d_ff = 128;
-  coulomb::Index features = 64;   ///< m
-  coulomb::Index max_length = 0;  ///< 0: 64 for single sentences, 128 for pairs
+  coulomb::Index features = 64;  ///< m
+  /// mean | pair | auto (pair for sentence pairs, mean otherwise): nn::PoolingKind.
+  std::string pooling = "mean";
+  coulomb::Index pair_hidden = 0;  ///< hidden width of the pair head (0: none)
+  coulomb::Index max_length = 0;   ///< 0: 64 for single sentences, 128 for pairs
   coulomb::Index batch_size = 32;
   coulomb::Index epochs = 10;
   coulomb::Index patience = 2;
+  /// What early stopping and the choice of the best epoch watch on the development set:
+  /// accuracy | mcc | f1 | log_loss (train::ValidationMetric).
+  std::string select = "accuracy";
   double learning_rate = 1e-3;
   double warmup_fraction = 0.1;
   double weight_decay = 0.01;
@@ -281,6 +287,13 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   mc.train_omega = false;
   mc.tied_qk = cfg.tied_qk;
   mc.use_segments = full_train.is_pair;
+  if (cfg.pooling == "pair" && !full_train.is_pair)
+    coulomb::detail::throw_invalid(
+        "text_experiment", "pooling 'pair' needs a sentence-pair dataset, '" + train_path.string() +
+                               "' holds single sentences");
+  const bool pair_head = cfg.pooling == "pair" || (cfg.pooling == "auto" && full_train.is_pair);
+  mc.pooling = pair_head ? coulomb::nn::PoolingKind::pair : coulomb::nn::PoolingKind::mean;
+  mc.pair_hidden = pair_head ? cfg.pair_hidden : 0;
   mc.num_threads = cfg.threads;
   coulomb::Rng seeds(cfg.seed);
   const std::uint64_t model_seed = seeds();
@@ -301,6 +314,10 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   b.warmup_fraction = cfg.warmup_fraction;
   b.clip_norm = cfg.clip_norm;
   b.patience = cfg.patience;
+  for (const auto m :
+       {coulomb::train::ValidationMetric::accuracy, coulomb::train::ValidationMetric::mcc,
+        coulomb::train::ValidationMetric::f1, coulomb::train::ValidationMetric::log_loss})
+    if (cfg.select == coulomb::train::to_string(m)) b.metric = m;
   b.seed = phase_b_seed;
   if (!cfg.checkpoint_prefix.empty()) {
     b.checkpoint.path = cfg.checkpoint_prefix + ".phase_b.ckpt";
@@ -519,6 +536,10 @@ inline std::string json_report(const TextExperimentResult& r, const std::string&
   s += ", ";
   json_number(s, "features", static_cast<double>(c.features));
   s += ", ";
+  json_text(s, "pooling", c.pooling);
+  s += ", ";
+  json_number(s, "pair_hidden", static_cast<double>(c.pair_hidden));
+  s += ", ";
   json_number(s, "max_length", static_cast<double>(c.max_length));
   s += ", ";
   json_number(s, "batch_size", static_cast<double>(c.batch_size));
@@ -526,6 +547,8 @@ inline std::string json_report(const TextExperimentResult& r, const std::string&
   json_number(s, "epochs", static_cast<double>(c.epochs));
   s += ", ";
   json_number(s, "patience", static_cast<double>(c.patience));
+  s += ", ";
+  json_text(s, "select", c.select);
   s += ", ";
   json_number(s, "learning_rate", c.learning_rate);
   s += ", ";

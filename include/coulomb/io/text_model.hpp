@@ -226,7 +226,11 @@ using TextModelMetadata = std::map<std::string, std::string>;
 /// section "Text models").
 struct TextModelFormat {
   static constexpr std::string_view kind = "text-classifier";  ///< metadata "kind"
-  static constexpr int version = 1;  ///< metadata "text_model.version" this build writes and reads
+  /// The newest metadata "text_model.version" this build writes and reads: 2 adds
+  /// "config.pooling" and "config.pair_hidden" (the pair head). A model with mean pooling is
+  /// still written as version 1, byte for byte as before, so older builds read it.
+  static constexpr int version = 2;
+  static constexpr int oldest_version = 1;  ///< the oldest version this build reads
   static constexpr std::string_view vocabulary_blob = "vocabulary";  ///< the vocabulary's blob
   static constexpr std::string_view tensor_prefix = "model.";        ///< before parameter names
   static constexpr std::string_view metadata_prefix = "meta.";       ///< before user metadata keys
@@ -283,28 +287,43 @@ inline std::string bool_text(bool b) {
   return b ? "true" : "false";
 }
 
+/// The text-model version a file of configuration `c` is written as: 1 for mean pooling (the
+/// layout of version 1, unchanged), 2 for the pair head.
+inline int text_model_version_for(const nn::TextClassifierConfig& c) {
+  return c.pooling == nn::PoolingKind::mean ? 1 : 2;
+}
+
 /// The configuration fields as (metadata key, value) pairs, in declaration order.
+/// "config.pooling" and "config.pair_hidden" (version 2) are included when `every_field` or
+/// when the pooling is not mean; without them a model of mean pooling gives the entries of
+/// version 1 (its files and checkpoint fingerprints are unchanged).
 inline std::vector<std::pair<std::string, std::string>> config_entries(
-    const nn::TextClassifierConfig& c) {
+    const nn::TextClassifierConfig& c, bool every_field = false) {
   auto i = [](Index v) { return std::to_string(v); };
-  return {{"config.vocab_size", i(c.vocab_size)},
-          {"config.max_length", i(c.max_length)},
-          {"config.d_model", i(c.d_model)},
-          {"config.num_heads", i(c.num_heads)},
-          {"config.d_ff", i(c.d_ff)},
-          {"config.num_layers", i(c.num_layers)},
-          {"config.num_classes", i(c.num_classes)},
-          {"config.dropout", shortest_decimal(c.dropout)},
-          {"config.attention", nn::to_string(c.attention)},
-          {"config.num_features", i(c.num_features)},
-          {"config.shared_omega", bool_text(c.shared_omega)},
-          {"config.train_omega", bool_text(c.train_omega)},
-          {"config.tied_qk", bool_text(c.tied_qk)},
-          {"config.use_segments", bool_text(c.use_segments)},
-          {"config.num_segments", i(c.num_segments)},
-          {"config.layer_norm_eps", shortest_decimal(c.layer_norm_eps)},
-          {"config.embedding_init_std", shortest_decimal(c.embedding_init_std)},
-          {"config.num_threads", std::to_string(c.num_threads)}};
+  std::vector<std::pair<std::string, std::string>> entries = {
+      {"config.vocab_size", i(c.vocab_size)},
+      {"config.max_length", i(c.max_length)},
+      {"config.d_model", i(c.d_model)},
+      {"config.num_heads", i(c.num_heads)},
+      {"config.d_ff", i(c.d_ff)},
+      {"config.num_layers", i(c.num_layers)},
+      {"config.num_classes", i(c.num_classes)},
+      {"config.dropout", shortest_decimal(c.dropout)},
+      {"config.attention", nn::to_string(c.attention)},
+      {"config.num_features", i(c.num_features)},
+      {"config.shared_omega", bool_text(c.shared_omega)},
+      {"config.train_omega", bool_text(c.train_omega)},
+      {"config.tied_qk", bool_text(c.tied_qk)},
+      {"config.use_segments", bool_text(c.use_segments)},
+      {"config.num_segments", i(c.num_segments)},
+      {"config.layer_norm_eps", shortest_decimal(c.layer_norm_eps)},
+      {"config.embedding_init_std", shortest_decimal(c.embedding_init_std)},
+      {"config.num_threads", std::to_string(c.num_threads)}};
+  if (every_field || c.pooling != nn::PoolingKind::mean) {
+    entries.emplace_back("config.pooling", nn::to_string(c.pooling));
+    entries.emplace_back("config.pair_hidden", i(c.pair_hidden));
+  }
+  return entries;
 }
 
 /// Typed reads of a file's metadata, failing with io_error "where: 'source': metadata 'key'
@@ -379,10 +398,10 @@ TextModelHeader parse_text_model_header(const ModelFile<S>& file, const std::str
                      "', expected '" + std::string(TF::kind) + "')");
   }
   const std::int64_t version = r.integer("text_model.version", 1, 1 << 30);
-  if (version != TF::version)
+  if (version < TF::oldest_version || version > TF::version)
     r.fail("unsupported text-model version " + std::to_string(version) +
-           " (metadata 'text_model.version'; this build reads version " +
-           std::to_string(TF::version) + ")");
+           " (metadata 'text_model.version'; this build reads versions " +
+           std::to_string(TF::oldest_version) + " to " + std::to_string(TF::version) + ")");
 
   TextModelHeader h;
   h.source = file.source();
@@ -417,6 +436,16 @@ TextModelHeader parse_text_model_header(const ModelFile<S>& file, const std::str
   c.layer_norm_eps = r.real("config.layer_norm_eps");
   c.embedding_init_std = r.real("config.embedding_init_std");
   c.num_threads = static_cast<int>(r.integer("config.num_threads", 0, 1 << 20));
+  if (version >= 2) {  // version 1: mean pooling, no pair head
+    const std::string& pooling = r.text("config.pooling");
+    if (pooling == "mean")
+      c.pooling = nn::PoolingKind::mean;
+    else if (pooling == "pair")
+      c.pooling = nn::PoolingKind::pair;
+    else
+      r.bad("config.pooling", "'mean' or 'pair'");
+    c.pair_hidden = r.index("config.pair_hidden", 0);
+  }
   try {
     nn::validate_config(c);
   } catch (const invalid_argument& e) {
@@ -519,6 +548,8 @@ void require_plausible_size(const ModelFile<S>& file, const TextModelHeader& hea
       {"config.num_layers × config.d_model × config.d_ff",
        layers * d * static_cast<double>(c.d_ff)},
       {"config.num_layers × config.d_model²", layers * d * d},
+      {"4 × config.d_model × config.pair_hidden",
+       c.pooling == nn::PoolingKind::pair ? 4.0 * d * static_cast<double>(c.pair_hidden) : 0.0},
       {"the Ω entries", omegas},
       {"config.d_model × config.num_classes", d * static_cast<double>(c.num_classes)}};
   auto count = [](double x) {
@@ -545,8 +576,9 @@ void sync_omegas(nn::TextClassifier<S, Map>& model) {
 }  // namespace detail
 
 /// Adds a whole text model to `file`: the layout of docs/file_format.md (section "Text
-/// models") — metadata "kind", "text_model.version", "text_model.scalar", every field of the
-/// configuration ("config.<field>"), the feature map ("feature_map.name", ".draw",
+/// models") — metadata "kind", "text_model.version" (1 for mean pooling, 2 for the pair head),
+/// "text_model.scalar", every field of the configuration ("config.<field>"; "config.pooling"
+/// and "config.pair_hidden" only in version 2), the feature map ("feature_map.name", ".draw",
 /// ".epsilon"), the encoder options ("encoder.max_length", "encoder.add_cls") and `metadata`
 /// ("meta.<key>"); the blob "vocabulary" (Vocabulary::write's text); and every parameter
 /// (Ω included) as the tensor "model.<name>". A trainer may add more (optimizer state under
@@ -587,7 +619,7 @@ void add_text_model(ModelFile<S>& file, const nn::TextClassifier<S, Map>& model,
     out.set_metadata(key, std::move(value));
   };
   set("kind", std::string(TextModelFormat::kind));
-  set("text_model.version", std::to_string(TextModelFormat::version));
+  set("text_model.version", std::to_string(detail::text_model_version_for(c)));
   set("text_model.scalar", scalar_type_name(static_cast<std::uint8_t>(scalar_type_of<S>())));
   for (auto& [key, value] : detail::config_entries(c)) set(key, std::move(value));
   set("feature_map.name", spec.name);
@@ -732,8 +764,8 @@ TextModelAssets load_text_model_into(const std::string& path, nn::TextClassifier
         "\n  " + key + " is '" + in_file + "' in the file, the model has '" + in_model + "'";
     ++count;
   };
-  const auto stored_config = detail::config_entries(header.config);
-  const auto model_config = detail::config_entries(model.config());
+  const auto stored_config = detail::config_entries(header.config, true);
+  const auto model_config = detail::config_entries(model.config(), true);
   for (std::size_t k = 0; k < stored_config.size(); ++k) {
     const std::string& key = stored_config[k].first;
     if (key == "config.train_omega" || key == "config.num_threads") continue;

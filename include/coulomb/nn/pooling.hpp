@@ -1,15 +1,23 @@
 // SPDX-License-Identifier: MIT
 /// @file nn/pooling.hpp
-/// @brief Masked mean pooling over the positions of each sequence, with its backward.
-/// Documented in docs/model.md.
+/// @brief Masked mean pooling over the positions of each sequence, and the pair pooling of
+/// sentence pairs (one masked mean per segment, compared), with their backwards. Documented in
+/// docs/model.md.
 ///
 /// For B sequences of length L stored as (B·L) × d rows (row b·L + t is position t of
 /// sequence b) and a padding mask M (L × B, true at tokens):
 ///   p_b = (1/n_b) Σ_{t : M(t,b)} x_{b·L+t},  n_b = Σ_t M(t, b),
 /// so padding never enters the result. A sequence without any token (n_b = 0) pools to the
 /// zero vector, and its rows get zero gradients.
+///
+/// Pair pooling (PairPool) takes the segment id of every row as well (0: first sentence, 1:
+/// second) and pools each segment on its own, u_b over the tokens of segment 0 and v_b over
+/// those of segment 1, then returns the comparison features
+///   f_b = [u_b, v_b, |u_b − v_b|, u_b ⊙ v_b]  (4d columns).
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <string>
 
 #include <Eigen/Core>
@@ -82,6 +90,116 @@ class MaskedMeanPool {
 
  private:
   VectorType inv_count_;
+};
+
+/// Pair pooling of sentence pairs (see the file comment): u_b and v_b, the masked means of the
+/// rows of segment 0 and of segment 1 of sequence b, and f_b = [u_b, v_b, |u_b − v_b|,
+/// u_b ⊙ v_b]. Rows with another segment id are not pooled; a segment without any token pools
+/// to the zero vector. Keeps u, v and the counts of the last forward for backward.
+template <RealScalar Scalar>
+class PairPool {
+ public:
+  using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
+  using VectorType = Vector<Scalar>;              ///< dense column vector
+  using ConstRef = Eigen::Ref<const MatrixType>;  ///< how inputs are taken (no copy)
+
+  /// F (resized to B × 4d) from X ((B·L) × d), the mask (L × B) and the segment id of every
+  /// row (`segments[b·L + t]`, L·B entries). Throws invalid_argument if X or `segments` do not
+  /// have mask.size() rows or entries.
+  void forward(const ConstRef& X, const PaddingMask& mask, std::span<const std::int32_t> segments,
+               MatrixType& F) {
+    const char* where = "coulomb::nn::PairPool::forward";
+    const Index L = mask.rows();
+    const Index B = mask.cols();
+    if (!(B >= 1 && L >= 1))
+      detail::throw_invalid(where, "argument 'mask' is " + std::to_string(L) + "x" +
+                                       std::to_string(B) + ", expected at least 1x1");
+    if (!(X.rows() == L * B))
+      detail::throw_invalid(where, "argument 'X' has " + std::to_string(X.rows()) +
+                                       " rows, expected L x B = " + std::to_string(L * B) +
+                                       " (the size of 'mask')");
+    if (!(static_cast<Index>(segments.size()) == L * B))
+      detail::throw_invalid(where, "argument 'segments' has " + std::to_string(segments.size()) +
+                                       " entries, expected L x B = " + std::to_string(L * B) +
+                                       " (the size of 'mask')");
+    const Index d = X.cols();
+    inv_u_.resize(B);
+    inv_v_.resize(B);
+    for (Index b = 0; b < B; ++b) {
+      Index nu = 0, nv = 0;
+      for (Index t = 0; t < L; ++t) {
+        if (!mask(t, b)) continue;
+        const std::int32_t s = segments[static_cast<std::size_t>(b * L + t)];
+        nu += s == 0 ? 1 : 0;
+        nv += s == 1 ? 1 : 0;
+      }
+      inv_u_(b) = nu > 0 ? Scalar(1) / static_cast<Scalar>(nu) : Scalar(0);
+      inv_v_(b) = nv > 0 ? Scalar(1) / static_cast<Scalar>(nv) : Scalar(0);
+    }
+    u_.setZero(B, d);
+    v_.setZero(B, d);
+    for (Index j = 0; j < d; ++j) {
+      for (Index b = 0; b < B; ++b) {
+        Scalar su = 0, sv = 0;
+        for (Index t = 0; t < L; ++t) {
+          if (!mask(t, b)) continue;
+          const std::int32_t s = segments[static_cast<std::size_t>(b * L + t)];
+          if (s == 0)
+            su += X(b * L + t, j);
+          else if (s == 1)
+            sv += X(b * L + t, j);
+        }
+        u_(b, j) = su * inv_u_(b);
+        v_(b, j) = sv * inv_v_(b);
+      }
+    }
+    F.resize(B, 4 * d);
+    F.leftCols(d) = u_;
+    F.middleCols(d, d) = v_;
+    F.middleCols(2 * d, d) = (u_ - v_).cwiseAbs();
+    F.rightCols(d) = u_.cwiseProduct(v_);
+  }
+
+  /// dX (resized to (B·L) × d) from dF = ∂L/∂F (B × 4d) for the forward of the same mask and
+  /// segments: with g = sign(u − v) (0 where u = v),
+  ///   du = dF_u + g ⊙ dF_|u−v| + v ⊙ dF_u⊙v,  dv = dF_v − g ⊙ dF_|u−v| + u ⊙ dF_u⊙v,
+  /// and each token row of segment 0 (1) gets du_b / n_u (dv_b / n_v); other rows get zero.
+  /// Throws invalid_argument if dF is not B × 4d for that forward.
+  void backward(const ConstRef& dF, const PaddingMask& mask, std::span<const std::int32_t> segments,
+                MatrixType& dX) {
+    const char* where = "coulomb::nn::PairPool::backward";
+    const Index L = mask.rows();
+    const Index B = mask.cols();
+    const Index d = u_.cols();
+    if (!(B == u_.rows() && static_cast<Index>(segments.size()) == L * B))
+      detail::throw_invalid(where, "arguments 'mask' and 'segments' do not match the last forward");
+    detail::require_shape(dF, B, 4 * d, where, "dF");
+    const auto sign = (u_ - v_).array().sign().matrix();
+    du_ = dF.leftCols(d) + sign.cwiseProduct(dF.middleCols(2 * d, d)) +
+          v_.cwiseProduct(dF.rightCols(d));
+    dv_ = dF.middleCols(d, d) - sign.cwiseProduct(dF.middleCols(2 * d, d)) +
+          u_.cwiseProduct(dF.rightCols(d));
+    dX.resize(L * B, d);
+    for (Index j = 0; j < d; ++j) {
+      for (Index b = 0; b < B; ++b) {
+        const Scalar gu = du_(b, j) * inv_u_(b);
+        const Scalar gv = dv_(b, j) * inv_v_(b);
+        for (Index t = 0; t < L; ++t) {
+          const std::int32_t s = segments[static_cast<std::size_t>(b * L + t)];
+          dX(b * L + t, j) = !mask(t, b) ? Scalar(0) : s == 0 ? gu : s == 1 ? gv : Scalar(0);
+        }
+      }
+    }
+  }
+
+  /// u of the last forward (B × d): the mean of the first sentence's rows.
+  const MatrixType& first() const noexcept { return u_; }
+  /// v of the last forward (B × d): the mean of the second sentence's rows.
+  const MatrixType& second() const noexcept { return v_; }
+
+ private:
+  MatrixType u_, v_, du_, dv_;
+  VectorType inv_u_, inv_v_;
 };
 
 }  // namespace coulomb::nn

@@ -2,8 +2,9 @@
 /// @file nn/text_classifier.hpp
 /// @brief The Transformer text classifier of the paper's sentence benchmarks: embeddings,
 /// pre-norm encoder layers with linear (kernel) or exact softmax attention, masked mean pooling
-/// and a linear classifier, with a hand-written backward, its parameter list, access to the
-/// feature maps' Ω, and the Phase A representations. Documented in docs/model.md.
+/// (or, for sentence pairs, the pair head) and a linear classifier, with a hand-written backward,
+/// its parameter list, access to the feature maps' Ω, and the Phase A representations. Documented
+/// in docs/model.md.
 ///
 /// Badiei Khuzani et al., *A Coulomb Particle Model for Learning Kernel Attention in
 /// Transformers*, 2026, §4: the particles Ω of each attention layer (or one shared Ω) are learned
@@ -16,6 +17,12 @@
 ///   x = E_tok[ids] + E_pos[t] (+ E_seg[segments]),  x ← Dropout(x)
 ///   x ← EncoderLayer_l(x) for l = 1..N       (nn/encoder.hpp)
 ///   p_b = masked mean over t of LN_f(x)_{b·L+t},  logits_b = p_b W_c + b_c.
+/// With the pair head (config.pooling = PoolingKind::pair, sentence pairs with segments), the two
+/// sentences are pooled apart and compared (nn/pooling.hpp, PairPool):
+///   u_b, v_b = masked means of LN_f(x) over the tokens of segment 0 and of segment 1,
+///   f_b = [u_b, v_b, |u_b − v_b|, u_b ⊙ v_b],
+///   h_b = Dropout(GELU(f_b W_h + b_h)) with config.pair_hidden > 0, else h_b = Dropout(f_b),
+///   logits_b = h_b W_c + b_c.
 /// Padding never reaches a real token's output (attention ignores padded keys, every other
 /// step is per token, the pooling skips padding), so logits do not depend on what the padded
 /// positions hold or on how much padding there is.
@@ -47,6 +54,17 @@
 
 namespace coulomb::nn {
 
+/// How a TextClassifier turns the encoder's output into the classifier's input.
+enum class PoolingKind {
+  mean,  ///< masked mean over all tokens (single sentences and pairs alike)
+  pair  ///< pair head: each sentence pooled apart, then [u, v, |u − v|, u ⊙ v] (needs segments)
+};
+
+/// Name of a PoolingKind value ("mean" or "pair").
+inline const char* to_string(PoolingKind kind) noexcept {
+  return kind == PoolingKind::mean ? "mean" : "pair";
+}
+
 /// Configuration of a TextClassifier. Every field is checked by validate_config().
 struct TextClassifierConfig {
   Index vocab_size = 0;    ///< token ids are in [0, vocab_size)
@@ -67,6 +85,8 @@ struct TextClassifierConfig {
   double layer_norm_eps = 1e-5;      ///< ε of every layer norm
   double embedding_init_std = 0.02;  ///< standard deviation of the embedding initialization
   int num_threads = 0;               ///< attention threads (AttentionOptions::num_threads; 0: all)
+  PoolingKind pooling = PoolingKind::mean;  ///< mean pooling or the pair head (sentence pairs)
+  Index pair_hidden = 0;  ///< pair head: width of its GELU hidden layer (0: none; pair only)
 };
 
 /// Throws invalid_argument, naming the field ('config.d_model', ...), unless every field of
@@ -101,6 +121,18 @@ inline void validate_config(const TextClassifierConfig& config) {
   if (!(config.num_threads >= 0))
     detail::throw_invalid(where, "argument 'config.num_threads' must be >= 0, got " +
                                      std::to_string(config.num_threads));
+  if (!(config.pooling == PoolingKind::mean || config.pooling == PoolingKind::pair))
+    detail::throw_invalid(where, "argument 'config.pooling' is not mean or pair");
+  if (config.pooling == PoolingKind::pair) {
+    if (!(config.use_segments && config.num_segments >= 2))
+      detail::throw_invalid(where,
+                            "argument 'config.pooling' is pair, which needs config.use_segments "
+                            "and config.num_segments >= 2 (sentence pairs)");
+    at_least(config.pair_hidden, 0, "pair_hidden");
+  } else if (!(config.pair_hidden == 0)) {
+    detail::throw_invalid(where, "argument 'config.pair_hidden' must be 0 with mean pooling, got " +
+                                     std::to_string(config.pair_hidden));
+  }
 }
 
 /// The Transformer text classifier (see the file comment and docs/model.md), for scalar type
@@ -196,8 +228,20 @@ class TextClassifier {
     embed_dropout_.forward(x_, training, rng);
     for (auto& layer : layers_) layer.forward(x_, mask_, training, rng);
     final_norm_.forward(x_, hf_);
-    pool_.forward(hf_, mask_, pooled_);
-    classifier_.forward(pooled_, logits);
+    if (config_.pooling == PoolingKind::pair) {
+      pair_pool_.forward(hf_, mask_, segments_, pooled_);
+      if (config_.pair_hidden > 0) {
+        pair_hidden_.forward(pooled_, hidden_pre_);
+        gelu_.forward(hidden_pre_, head_in_);
+      } else {
+        head_in_ = pooled_;
+      }
+      head_dropout_.forward(head_in_, training, rng);
+      classifier_.forward(head_in_, logits);
+    } else {
+      pool_.forward(hf_, mask_, pooled_);
+      classifier_.forward(pooled_, logits);
+    }
     has_forward_ = true;
   }
 
@@ -216,8 +260,20 @@ class TextClassifier {
       detail::throw_invalid(where, "argument 'dlogits': no forward to differentiate");
     detail::require_shape(dlogits, batch_, config_.num_classes, where, "dlogits");
     detail::require_finite(dlogits, where, "dlogits");
-    classifier_.backward(pooled_, dlogits, dpooled_);
-    pool_.backward(dpooled_, mask_, dhf_);
+    if (config_.pooling == PoolingKind::pair) {
+      classifier_.backward(head_in_, dlogits, dhead_);
+      head_dropout_.backward(dhead_);
+      if (config_.pair_hidden > 0) {
+        gelu_.backward(hidden_pre_, dhead_, dhead_);
+        pair_hidden_.backward(pooled_, dhead_, dpooled_);
+      } else {
+        dpooled_ = dhead_;
+      }
+      pair_pool_.backward(dpooled_, mask_, segments_, dhf_);
+    } else {
+      classifier_.backward(pooled_, dlogits, dpooled_);
+      pool_.backward(dpooled_, mask_, dhf_);
+    }
     final_norm_.backward(dhf_, dx_);
     const bool omega_grad = config_.attention == AttentionKind::linear && config_.train_omega;
     for (Index i = num_layers() - 1; i >= 0; --i) {
@@ -238,6 +294,7 @@ class TextClassifier {
     segment_.zero_grad();
     for (auto& layer : layers_) layer.zero_grad();
     final_norm_.zero_grad();
+    pair_hidden_.zero_grad();
     classifier_.zero_grad();
     for (auto& g : omega_grad_) g.setZero();
     for (auto& g : phases_grad_) g.setZero();
@@ -250,7 +307,8 @@ class TextClassifier {
   /// encoder.i.{norm1.gain, norm1.bias, attention.w_q, attention.b_q, [attention.w_k,
   /// attention.b_k unless tied], attention.w_v, attention.b_v, attention.w_o, attention.b_o,
   /// [attention.omega per layer], norm2.gain, norm2.bias, ffn.w_1, ffn.b_1, ffn.w_2, ffn.b_2},
-  /// final_norm.{gain, bias}, classifier.{weight, bias}. Ω is trainable only with
+  /// final_norm.{gain, bias}, [pair_head.hidden.{weight, bias} with a pair head's hidden layer],
+  /// classifier.{weight, bias}. Ω is trainable only with
   /// config.train_omega; Ω, biases and norm parameters are not decayed. RFF maps with phases
   /// add a non-trainable ".phases" (m × 1) after each Ω. The pointers refer to this model and
   /// stay valid while it is neither moved nor destroyed.
@@ -270,6 +328,8 @@ class TextClassifier {
           });
     }
     final_norm_.append_parameters(list, "final_norm.");
+    if (config_.pooling == PoolingKind::pair && config_.pair_hidden > 0)
+      pair_hidden_.append_parameters(list, "pair_head.hidden.");
     classifier_.append_parameters(list, "classifier.");
     return list;
   }
@@ -395,7 +455,11 @@ class TextClassifier {
     if (c.use_segments) segment_ = Embedding<Scalar>(c.num_segments, c.d_model);
     embed_dropout_ = Dropout<Scalar>(c.dropout);
     final_norm_ = LayerNorm<Scalar>(c.d_model, c.layer_norm_eps);
-    classifier_ = Linear<Scalar>(c.d_model, c.num_classes);
+    const bool pair = c.pooling == PoolingKind::pair;
+    const Index head_width = !pair ? c.d_model : c.pair_hidden > 0 ? c.pair_hidden : 4 * c.d_model;
+    if (pair && c.pair_hidden > 0) pair_hidden_ = Linear<Scalar>(4 * c.d_model, c.pair_hidden);
+    head_dropout_ = Dropout<Scalar>(pair ? c.dropout : 0.0);
+    classifier_ = Linear<Scalar>(head_width, c.num_classes);
 
     EncoderLayerOptions lo;
     lo.d_model = c.d_model;
@@ -438,6 +502,10 @@ class TextClassifier {
     }
     Rng head_rng = root.split(static_cast<std::uint64_t>(2 + c.num_layers));
     classifier_.initialize(head_rng);
+    if (pair && c.pair_hidden > 0) {
+      Rng hidden_rng = root.split(static_cast<std::uint64_t>(3 + c.num_layers));
+      pair_hidden_.initialize(hidden_rng);
+    }
   }
 
   /// Copies the map's Ω (and phases) into parameter slot k.
@@ -535,11 +603,16 @@ class TextClassifier {
   std::vector<Layer> layers_;
   LayerNorm<Scalar> final_norm_;
   MaskedMeanPool<Scalar> pool_, key_pool_;
+  PairPool<Scalar> pair_pool_;
+  Linear<Scalar> pair_hidden_;
+  Gelu<Scalar> gelu_;
+  Dropout<Scalar> head_dropout_;
   Linear<Scalar> classifier_;
   std::vector<MatrixType> omega_, omega_grad_, phases_, phases_grad_;
 
   // State of the last forward.
   MatrixType x_, hf_, pooled_, dx_, dhf_, dpooled_, logits_scratch_;
+  MatrixType hidden_pre_, head_in_, dhead_;  // pair head
   std::vector<TokenId> ids_, segments_;
   PaddingMask mask_;
   Index batch_ = 0;
