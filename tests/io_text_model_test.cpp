@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <span>
 #include <sstream>
@@ -791,6 +792,54 @@ TEST_CASE("text model: the committed version-1 fixtures still load and save back
   CHECK(io::model_file_bytes(io::text_model_file(loaded.model, loaded.vocabulary,
                                                  loaded.header.encoder, loaded.header.metadata)) ==
         io::model_file_bytes(io::load_model_file<double>(path)));
+}
+
+// Found by fuzz/fuzz_model_file: a per-layer Ω holding NaN (there in a PORF-relu float64 model),
+// in a file read with ReadOptions::allow_non_finite (as the fuzzer reads), made load_text_model
+// throw invalid_argument from a feature map's set_omega instead of io_error naming the tensor.
+TEST_CASE(
+    "text model: a non-finite Omega is rejected naming the tensor, even when non-finite "
+    "parameters are allowed",
+    "[io][text_model]") {
+  using Map = coulomb::FavorPlus<float>;
+  const io::ModelFile<float> good = io::load_model_file<float>(data_file("text_model_single.clmb"));
+  const std::string omega_name = "model.encoder.1.attention.omega";
+  REQUIRE(good.find_tensor(omega_name) != nullptr);
+  auto poison = [&](const std::string& name, Matrix<float>& value) {
+    if (name == omega_name) value(4, 3) = std::numeric_limits<float>::quiet_NaN();
+    return true;
+  };
+  const io::ModelFile<float> bad = rebuild(good, {}, {}, poison);
+  CHECK_THAT(thrown<coulomb::io_error>([&] { (void)io::load_text_model<float, Map>(bad); }),
+             Contains("'edited.clmb'") && Contains("tensor '" + omega_name + "'") &&
+                 Contains("non-finite entry nan at (4, 3)"));
+  // Another parameter may be non-finite when the reader allows it: the model loads.
+  auto poison_bias = [](const std::string& name, Matrix<float>& value) {
+    if (name == "model.classifier.bias") value(0, 0) = std::numeric_limits<float>::infinity();
+    return true;
+  };
+  CHECK_NOTHROW(io::load_text_model<float, Map>(rebuild(good, {}, {}, poison_bias)));
+
+  // Through the file reader, which must be told to accept non-finite entries at all; the
+  // model given to load_text_model_into is unchanged.
+  ScratchDir dir("nonfinite_omega");
+  const std::string path = dir.file("nan_omega.clmb");
+  io::WriteOptions write;
+  write.allow_non_finite = true;
+  io::save_model_file(path, bad, write);
+  io::ReadOptions read;
+  read.allow_non_finite = true;
+  io::TextModelLoadOptions load;
+  load.read = read;
+  CHECK_THAT(thrown<coulomb::io_error>([&] { (void)io::load_text_model<float, Map>(path, load); }),
+             Contains(path) && Contains("tensor '" + omega_name + "'"));
+  auto target = io::load_text_model<float, Map>(data_file("text_model_single.clmb"));
+  const Matrix<float> omega_before = target.model.omega(1);
+  CHECK_THAT(
+      thrown<coulomb::io_error>([&] { (void)io::load_text_model_into(path, target.model, read); }),
+      Contains("tensor '" + omega_name + "'"));
+  CHECK(bitwise_equal(target.model.omega(1), omega_before));
+  CHECK(target.model.omega(1).allFinite());
 }
 
 }  // namespace io_text_model_test

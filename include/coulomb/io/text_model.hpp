@@ -573,6 +573,36 @@ void sync_omegas(nn::TextClassifier<S, Map>& model) {
   }
 }
 
+/// Throws io_error, before anything is copied into `model`, unless every tensor of `file` that
+/// would become one of model's Ω is finite: a feature map cannot hold a non-finite Ω, even when
+/// the container reader accepted non-finite entries (ReadOptions::allow_non_finite, which other
+/// parameters may use). A missing tensor is left to load_parameters.
+template <RealScalar S, FeatureMap Map>
+void require_finite_omegas(const ModelFile<S>& file, nn::TextClassifier<S, Map>& model,
+                           const std::string& where) {
+  for (const auto& p : model.parameters()) {
+    bool is_omega = false;
+    for (Index i = 0; i < model.num_omegas(); ++i)
+      is_omega = is_omega || p.value == &model.omega(i);
+    if (!is_omega) continue;
+    const std::string name = std::string(TextModelFormat::tensor_prefix) + p.name;
+    const Matrix<S>* t = file.find_tensor(name);
+    if (t == nullptr || t->allFinite()) continue;
+    for (Index c = 0; c < t->cols(); ++c) {
+      for (Index r = 0; r < t->rows(); ++r) {
+        if (std::isfinite((*t)(r, c))) continue;
+        std::ostringstream value;
+        value << (*t)(r, c);
+        throw io_error(where + ": '" + file.source() + "': tensor '" + name +
+                       "' (a feature map's Ω) has a non-finite entry " + value.str() + " at (" +
+                       std::to_string(r) + ", " + std::to_string(c) +
+                       "); Ω must be finite even when other parameters may not be "
+                       "(ReadOptions::allow_non_finite)");
+      }
+    }
+  }
+}
+
 }  // namespace detail
 
 /// Adds a whole text model to `file`: the layout of docs/file_format.md (section "Text
@@ -716,6 +746,7 @@ LoadedTextModel<S, Map> load_text_model(const ModelFile<S>& file,
   }();
   LoadedTextModel<S, Map> loaded{nn::TextClassifier<S, Map>(config, prototype, 0),
                                  std::move(vocabulary), std::move(header)};
+  detail::require_finite_omegas(file, loaded.model, where);
   load_parameters(file, loaded.model.parameters(), TextModelFormat::tensor_prefix);
   detail::sync_omegas(loaded.model);
   return loaded;
@@ -782,6 +813,7 @@ TextModelAssets load_text_model_into(const std::string& path, nn::TextClassifier
                    "configuration (" + std::to_string(count) + " difference" +
                    (count > 1 ? "s" : "") + "):" + problems);
   Vocabulary vocabulary = detail::parse_text_model_vocabulary(file, header, where);
+  detail::require_finite_omegas(file, model, where);
   load_parameters(file, model.parameters(), TextModelFormat::tensor_prefix);
   detail::sync_omegas(model);
   return TextModelAssets{std::move(vocabulary), std::move(header)};
