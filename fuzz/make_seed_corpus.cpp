@@ -1,11 +1,18 @@
 // SPDX-License-Identifier: MIT
 // Writes the seed corpus of fuzz_model_file into the directory given as argument: a few small,
-// valid model files (float and double; metadata, blobs, empty and non-empty tensors). Built with
-// the fuzzers; the files it writes are kept in fuzz/corpus/model_file/.
+// valid model files (float and double; metadata, blobs, empty and non-empty tensors), and two
+// tiny text models for what the fixtures of tests/data do not cover (softmax attention with the
+// pair head, which is text-model version 2; SoftmaxFeatures in double with shared Ω and Q = K).
+// Built with the fuzzers; the files it writes are kept in fuzz/corpus/model_file/ (with copies
+// of the text-model fixtures of tests/data, see fuzz/CMakeLists.txt).
 #include <cstdio>
 #include <string>
 
+#include <coulomb/features/softmax_features.hpp>
 #include <coulomb/io/model_file.hpp>
+#include <coulomb/io/text_model.hpp>
+#include <coulomb/nn/text_classifier.hpp>
+#include <coulomb/text/vocabulary.hpp>
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -34,5 +41,36 @@ int main(int argc, char** argv) {
   dbl.add_tensor("omega", Matrix<double>::Identity(3, 2));
   dbl.add_tensor("scalar", Matrix<double>::Constant(1, 1, -1.5));
   coulomb::io::save_model_file(dir + "/small_double.clmb", dbl);
+
+  // Text models: a vocabulary of a few words, the smallest widths.
+  coulomb::VocabularyBuilder words;
+  words.add_text("a fine , funny film ; the plot goes nowhere");
+  const coulomb::Vocabulary vocab = words.build();
+  coulomb::nn::TextClassifierConfig c;
+  c.vocab_size = vocab.size();
+  c.max_length = 8;
+  c.d_model = 4;
+  c.num_heads = 2;
+  c.d_ff = 4;
+  c.num_layers = 1;
+  c.num_features = 3;
+  c.num_threads = 1;
+
+  coulomb::nn::TextClassifierConfig pair_head = c;
+  pair_head.attention = coulomb::nn::AttentionKind::softmax;
+  pair_head.use_segments = true;
+  pair_head.pooling = coulomb::nn::PoolingKind::pair;
+  pair_head.pair_hidden = 3;
+  const coulomb::nn::TextClassifier<float> softmax_model(pair_head, 5);
+  coulomb::io::save_text_model(dir + "/text_model_softmax_pair_head.clmb", softmax_model, vocab,
+                               {8, true}, {{"purpose", "fuzz seed"}});
+
+  coulomb::nn::TextClassifierConfig shared = c;
+  shared.shared_omega = true;
+  shared.tied_qk = true;
+  using SoftmaxFeat = coulomb::SoftmaxFeatures<double, coulomb::SoftmaxForm::plain>;
+  const coulomb::nn::TextClassifier<double, SoftmaxFeat> feat_model(shared, 6);
+  coulomb::io::save_text_model(dir + "/text_model_softmax_feat_f64.clmb", feat_model, vocab,
+                               {6, false});
   return 0;
 }
