@@ -6,7 +6,8 @@
 // Properties checked on every input:
 //   - the parser returns or throws coulomb::io_error; any other exception, crash, leak or
 //     sanitizer report is a bug;
-//   - whatever parses writes back to an image that parses, with the checksum, to equal contents;
+//   - whatever parses writes back to an image that parses, with the checksum, to equal contents,
+//     and peek_scalar_type (which reads the header only) gives its scalar type;
 //   - whatever parses is handed to the text-model loader (header, dispatch_feature_map on the
 //     stored name, load_text_model with the map the file names and with another map), which
 //     returns or throws io_error (dispatch_feature_map: invalid_argument for an unknown name);
@@ -26,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -173,12 +175,15 @@ void check_text_model(const io::ModelFile<S>& file) {
 }
 
 template <typename S>
-void check(std::span<const std::byte> image, bool verify_checksum) {
+void check(std::span<const std::byte> image, std::optional<io::ScalarType> peeked,
+           bool verify_checksum) {
   io::ReadOptions options;
   options.verify_checksum = verify_checksum;
   options.allow_non_finite = !verify_checksum;
   try {
     const auto file = io::parse_model_file<S>(image, "fuzz", options);
+    if (peeked != io::scalar_type_of<S>())
+      fail("peek_scalar_type disagrees with the scalar type of a file that parses");
     io::WriteOptions write;
     write.allow_non_finite = true;
     const auto again = io::model_file_bytes(file, write);
@@ -197,9 +202,15 @@ void check(std::span<const std::byte> image, bool verify_checksum) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::span<const std::byte> image(reinterpret_cast<const std::byte*>(data), size);
-  check<float>(image, false);
-  check<double>(image, false);
-  check<float>(image, true);
-  check<double>(image, true);
+  // peek_scalar_type reads the header only: io_error, or the type of any file that parses.
+  std::optional<io::ScalarType> peeked;
+  try {
+    peeked = io::peek_scalar_type(image, "fuzz");
+  } catch (const coulomb::io_error&) {
+  }
+  check<float>(image, peeked, false);
+  check<double>(image, peeked, false);
+  check<float>(image, peeked, true);
+  check<double>(image, peeked, true);
   return 0;
 }
