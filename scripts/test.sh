@@ -9,7 +9,8 @@
 #                       COULOMB_SANITIZE_CXX to choose another compiler).
 #   3. fuzzing          the libFuzzer targets of fuzz/ (clang; built in build-sanitize/, or in
 #                       build-fuzz/ when step 2 does not use clang) run for COULOMB_FUZZ_SECONDS
-#                       (45) each, two at a time, from copies of the seed corpora
+#                       (45) each, all three at once (COULOMB_FUZZ_JOBS; each is bounded by
+#                       time, so this halves the step's wall time), from copies of the seed corpora
 #                       (scripts/run_fuzzers.sh); any crash, leak or sanitizer report fails.
 #                       COULOMB_FUZZ_SECONDS=0 skips the step.
 # The unit tests are compiled once, in step 2: a second, unsanitized build of them would double
@@ -109,7 +110,8 @@ fi
 if [[ -n "${fuzz_dir}" ]]; then
   step="fuzz (${fuzz_dir}/fuzz, ${fuzz_seconds} s per fuzzer)"
   echo "==> ${step}"
-  COULOMB_FUZZ_SECONDS="${fuzz_seconds}" scripts/run_fuzzers.sh "${fuzz_dir}"
+  COULOMB_FUZZ_SECONDS="${fuzz_seconds}" COULOMB_FUZZ_JOBS="${COULOMB_FUZZ_JOBS:-3}" \
+    scripts/run_fuzzers.sh "${fuzz_dir}"
 fi
 
 step="done"

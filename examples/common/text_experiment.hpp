@@ -412,6 +412,24 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   return result;
 }
 
+#ifdef COULOMB_EXAMPLES_TEXT_EXPERIMENT_INSTANCES
+// The five instantiations are compiled once, in examples/common/text_experiment_<map>.cpp (the
+// static library coulomb_text_experiment, which defines this macro for the programs linking it):
+// each costs about a minute of optimized compilation, and two programs use them.
+extern template TextExperimentResult run_text_experiment_with<coulomb::FavorPlus<float>>(
+    const TextExperimentConfig&, const TextExperimentHooks&);
+extern template TextExperimentResult run_text_experiment_with<coulomb::Porf<float, coulomb::Exp>>(
+    const TextExperimentConfig&, const TextExperimentHooks&);
+extern template TextExperimentResult
+run_text_experiment_with<coulomb::Porf<float, coulomb::Softplus>>(const TextExperimentConfig&,
+                                                                  const TextExperimentHooks&);
+extern template TextExperimentResult run_text_experiment_with<coulomb::Porf<float, coulomb::Relu>>(
+    const TextExperimentConfig&, const TextExperimentHooks&);
+extern template TextExperimentResult
+run_text_experiment_with<coulomb::SoftmaxFeatures<float, coulomb::SoftmaxForm::plain>>(
+    const TextExperimentConfig&, const TextExperimentHooks&);
+#endif
+
 /// Runs one cell, choosing the feature map type from cfg.feature_map through
 /// io::dispatch_feature_map (softmax attention uses no map; FAVOR+ stands in as the type).
 /// Throws invalid_argument for an unknown name.

@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: MIT
+// examples/common/text_experiment_softmax_feat.cpp: the softmax-feat instantiation of
+// run_text_experiment_with (text_experiment.hpp), compiled once for every example that runs
+// experiments (the static library coulomb_text_experiment of examples/CMakeLists.txt).
+#include "common/text_experiment.hpp"
+
+namespace coulomb_examples {
+
+template TextExperimentResult
+run_text_experiment_with<coulomb::SoftmaxFeatures<float, coulomb::SoftmaxForm::plain>>(
+    const TextExperimentConfig&, const TextExperimentHooks&);
+
+}  // namespace coulomb_examples
