@@ -7,6 +7,7 @@
 //   text_classification [--data DIR] [--task auto|single|pair|glue-mrpc|qqp]
 //                       [--feature-map favor|porf-exp|porf-softplus|porf-relu|softmax-feat]
 //                       [--kernel vanilla|learned] [--attention linear|softmax] [--tied-qk]
+//                       [--pooling mean|pair|auto] [--pair-alignment] [--tune-threshold]
 //                       [--seed S] [--threads N] [sizes and rates, see --help] [--out DIR]
 //                       [--model PATH]
 //
@@ -93,6 +94,9 @@ int main(int argc, char** argv) {
                  "Width of the pair head's GELU hidden layer (0: a linear classifier)")
       ->check(ce::integer_in(0, 65536))
       ->capture_default_str();
+  app.add_flag("--pair-alignment", cfg.pair_alignment,
+               "Pair head: also classify on how well each sentence's words find a match in the "
+               "other (mean over its tokens of the best cosine similarity of token embeddings)");
   app.add_option("--max-length", cfg.max_length,
                  "Longest sequence in tokens (0: 64 for single sentences, 128 for pairs)")
       ->check(ce::integer_in(0, 65536))
@@ -108,6 +112,12 @@ int main(int argc, char** argv) {
                  "(0: never stop early)")
       ->check(ce::integer_in(0, 10000))
       ->capture_default_str();
+  app.add_flag("--freeze-embeddings", cfg.freeze_embeddings,
+               "Keep the token embeddings at their random draw (not trained)");
+  app.add_flag(
+      "--tune-threshold", cfg.tune_threshold,
+      "Binary tasks: choose the decision threshold that maximizes the development "
+      "accuracy (folded into the classifier's bias; the validation split chooses nothing)");
   app.add_option("--select", cfg.select,
                  "Development-set metric that early stopping and the choice of the best epoch "
                  "watch")

@@ -455,7 +455,8 @@ TEST_CASE("text model: valid containers with invalid text-model content are reje
   const std::vector<MetaCase> meta_cases = {
       {[](Meta& m) { m.erase("kind"); }, {"not a text-model file", "'kind'"}},
       {[](Meta& m) { m["kind"] = "checkpoint"; }, {"metadata 'kind' is 'checkpoint'"}},
-      {[](Meta& m) { m["text_model.version"] = "3"; }, {"unsupported text-model version 3"}},
+      {[](Meta& m) { m["text_model.version"] = std::to_string(io::TextModelFormat::version + 1); },
+       {"unsupported text-model version " + std::to_string(io::TextModelFormat::version + 1)}},
       {[](Meta& m) { m["text_model.scalar"] = "float64"; }, {"'text_model.scalar' is 'float64'"}},
       {[](Meta& m) { m.erase("config.d_ff"); }, {"no metadata 'config.d_ff'"}},
       {[](Meta& m) { m["config.d_model"] = "8x"; }, {"'config.d_model' is '8x'", "an integer"}},
@@ -565,6 +566,7 @@ TEST_CASE("text model: the pair head is saved as version 2, mean pooling still a
   config.use_segments = true;
   config.pooling = coulomb::nn::PoolingKind::pair;
   config.pair_hidden = 6;
+  config.pair_alignment = true;
   const coulomb::EncoderOptions enc_options{10, true};
   FavorModel model(config, 21);
   const coulomb::TokenBatch batch = encoded_batch(coulomb::TextEncoder(vocab, enc_options), true);
@@ -576,12 +578,14 @@ TEST_CASE("text model: the pair head is saved as version 2, mean pooling still a
   CHECK(*file.find_metadata("text_model.version") == "2");
   CHECK(*file.find_metadata("config.pooling") == "pair");
   CHECK(*file.find_metadata("config.pair_hidden") == "6");
+  CHECK(*file.find_metadata("config.pair_alignment") == "true");
   ScratchDir dir("pair_head");
   const std::string path = dir.file("pair.clmb");
   io::save_text_model(path, model, vocab, enc_options, kMetadata);
   auto loaded = io::load_text_model<float, coulomb::FavorPlus<float>>(path);
   CHECK(loaded.header.config.pooling == coulomb::nn::PoolingKind::pair);
   CHECK(loaded.header.config.pair_hidden == 6);
+  CHECK(loaded.header.config.pair_alignment);
   Matrix<float> again;
   loaded.model.forward(batch, again);
   CHECK(bitwise_equal(logits, again));
@@ -594,17 +598,20 @@ TEST_CASE("text model: the pair head is saved as version 2, mean pooling still a
   TextClassifierConfig mean = config;
   mean.pooling = coulomb::nn::PoolingKind::mean;
   mean.pair_hidden = 0;
+  mean.pair_alignment = false;
   const FavorModel mean_model(mean, 21);
   const io::ModelFile<float> mean_file = io::text_model_file(mean_model, vocab, enc_options);
   CHECK(*mean_file.find_metadata("text_model.version") == "1");
   CHECK(mean_file.find_metadata("config.pooling") == nullptr);
   CHECK(mean_file.find_metadata("config.pair_hidden") == nullptr);
+  CHECK(mean_file.find_metadata("config.pair_alignment") == nullptr);
 
   // Loading into a model of another pooling names the fields.
   FavorModel target(mean, 3);
   CHECK_THAT(thrown<coulomb::io_error>([&] { (void)io::load_text_model_into(path, target); }),
              Contains("config.pooling is 'pair' in the file, the model has 'mean'") &&
-                 Contains("config.pair_hidden is '6' in the file, the model has '0'"));
+                 Contains("config.pair_hidden is '6' in the file, the model has '0'") &&
+                 Contains("config.pair_alignment is 'true' in the file, the model has 'false'"));
   FavorModel same(config, 4);
   (void)io::load_text_model_into(path, same);
   same.forward(batch, again);
@@ -618,6 +625,10 @@ TEST_CASE("text model: the pair head is saved as version 2, mean pooling still a
       {[](Meta& m) { m.erase("config.pooling"); }, "no metadata 'config.pooling'"},
       {[](Meta& m) { m["config.pair_hidden"] = "-1"; }, "'config.pair_hidden' is '-1'"},
       {[](Meta& m) { m["config.pair_hidden"] = "7"; }, "'model.pair_head.hidden.weight'"},
+      {[](Meta& m) { m["config.pair_alignment"] = "yes"; }, "'config.pair_alignment' is 'yes'"},
+      // Absent means false (the field came later within version 2): the head's input is then
+      // 2 features narrower than the stored tensor.
+      {[](Meta& m) { m.erase("config.pair_alignment"); }, "'model.pair_head.hidden.weight'"},
       {[](Meta& m) { m["config.use_segments"] = "false"; }, "configuration is invalid"},
       {[](Meta& m) { m["text_model.version"] = "1"; }, "'model.classifier.weight' has shape"},
   };

@@ -642,6 +642,67 @@ TEST_CASE("NnPairPool_FeaturesAndBackward", "[nn][model][pair]") {
   CHECK_THROWS_WITH(pool.backward(Mat<double>::Zero(3, d), mask, segments, dX), Contains("'dF'"));
 }
 
+TEST_CASE("NnPairAlignment_FeaturesAndBackward", "[nn][model][pair]") {
+  // a_b: mean over sentence-1 tokens of the best cosine with a sentence-2 token (and the
+  // reverse); 1 when a sentence's tokens all occur in the other; the backward against central
+  // differences (away from ties of the max, which random rows do not have).
+  coulomb::Rng rng = coulomb_test::test_rng("NnPairAlignment_FeaturesAndBackward");
+  const Index L = 6, d = 4;
+  const std::vector<Index> lengths = {6, 5, 1};
+  const PaddingMask mask = mask_of(L, lengths);
+  std::vector<std::int32_t> segments(static_cast<std::size_t>(3 * L), 0);
+  for (Index b = 0; b < 3; ++b)
+    for (Index t = 0; t < L; ++t)
+      segments[static_cast<std::size_t>(b * L + t)] =
+          (t >= lengths[static_cast<std::size_t>(b)] / 2) ? 1 : 0;
+  Mat<double> X = gaussian(3 * L, d, rng);
+  // Sequence 0: sentence 2 (rows 3..5) repeats sentence 1 (rows 0..2) in another order and
+  // scale, so that both of its features are 1.
+  X.row(3) = 2.0 * X.row(1);
+  X.row(4) = 0.5 * X.row(0);
+  X.row(5) = X.row(2);
+  coulomb::nn::PairAlignment<double> align;
+  Mat<double> A;
+  align.forward(X, mask, segments, A);
+  REQUIRE(A.rows() == 3);
+  REQUIRE(A.cols() == 2);
+  CHECK(A(0, 0) == Approx(1.0).epsilon(1e-12));
+  CHECK(A(0, 1) == Approx(1.0).epsilon(1e-12));
+  CHECK(A(2, 0) == 0.0);  // the 1-token sequence has no first sentence
+  CHECK(A(2, 1) == 0.0);
+  // Sequence 1 by hand: tokens 0..1 against 2..4.
+  auto cosine = [&](Index i, Index j) {
+    return X.row(i).dot(X.row(j)) / X.row(i).norm() / X.row(j).norm();
+  };
+  double a = 0.0, b = 0.0;
+  for (Index i = 0; i < 2; ++i) {
+    double best = -2.0;
+    for (Index j = 2; j < 5; ++j) best = std::max(best, cosine(L + i, L + j));
+    a += best / 2.0;
+  }
+  for (Index j = 2; j < 5; ++j) {
+    double best = -2.0;
+    for (Index i = 0; i < 2; ++i) best = std::max(best, cosine(L + i, L + j));
+    b += best / 3.0;
+  }
+  CHECK(A(1, 0) == Approx(a).epsilon(1e-12));
+  CHECK(A(1, 1) == Approx(b).epsilon(1e-12));
+
+  Mat<double> Y = gaussian(3 * L, d, rng);  // no exact matches: the max has no ties
+  const Mat<double> R = gaussian(3, 2, rng);
+  Mat<double> dY;
+  align.forward(Y, mask, segments, A);
+  align.backward(R, mask, segments, dY);
+  const Mat<double> fd = fd_gradient(Y, [&] {
+    coulomb::nn::PairAlignment<double> p;
+    Mat<double> out;
+    p.forward(Y, mask, segments, out);
+    return weighted_sum(R, out);
+  });
+  CHECK(gradient_error(dY, fd) < fd_tolerance);
+  CHECK_THROWS_WITH(align.backward(Mat<double>::Zero(3, 3), mask, segments, dY), Contains("'dA'"));
+}
+
 TEST_CASE("NnTextClassifier_PairHead", "[nn][model][pair]") {
   coulomb::Rng rng = coulomb_test::test_rng("NnTextClassifier_PairHead");
   TextClassifierConfig c = small_config();
@@ -651,12 +712,24 @@ TEST_CASE("NnTextClassifier_PairHead", "[nn][model][pair]") {
   SECTION("gradients match finite differences: hidden layer, dropout with a fixed mask") {
     c.pair_hidden = 5;
     c.train_omega = true;
+    c.num_layers = 1;  // two layers with per-layer Ω: NnTextClassifier_GradientsMatchFD
     Model model(c, 61);
     const auto params = by_name(model);
     REQUIRE(params.count("pair_head.hidden.weight") == 1);
     CHECK(params.at("pair_head.hidden.weight").value->rows() == 4 * c.d_model);
     CHECK(params.at("pair_head.hidden.weight").value->cols() == 5);
     CHECK(params.at("classifier.weight").value->rows() == 5);
+    const double worst = coulomb_nn_test::check_model_gradients(model, batch, true);
+    INFO("largest relative error " << worst);
+    CHECK(worst < coulomb_nn_test::fd_tolerance);
+  }
+  SECTION("gradients match finite differences: alignment features, hidden layer") {
+    c.pair_hidden = 3;
+    c.pair_alignment = true;
+    c.num_layers = 1;
+    c.train_omega = true;
+    Model model(c, 65);
+    CHECK(by_name(model).at("pair_head.hidden.weight").value->rows() == 4 * c.d_model + 2);
     const double worst = coulomb_nn_test::check_model_gradients(model, batch, true);
     INFO("largest relative error " << worst);
     CHECK(worst < coulomb_nn_test::fd_tolerance);
@@ -722,6 +795,9 @@ TEST_CASE("NnTextClassifier_PairHead", "[nn][model][pair]") {
     bad = small_config();
     bad.pair_hidden = 3;
     CHECK_THROWS_WITH(Model(bad, 1), Contains("'config.pair_hidden'"));
+    bad = small_config();
+    bad.pair_alignment = true;
+    CHECK_THROWS_WITH(Model(bad, 1), Contains("'config.pair_alignment'"));
   }
 }
 

@@ -227,7 +227,8 @@ using TextModelMetadata = std::map<std::string, std::string>;
 struct TextModelFormat {
   static constexpr std::string_view kind = "text-classifier";  ///< metadata "kind"
   /// The newest metadata "text_model.version" this build writes and reads: 2 adds
-  /// "config.pooling" and "config.pair_hidden" (the pair head). A model with mean pooling is
+  /// "config.pooling", "config.pair_hidden" and "config.pair_alignment" (the pair head; a file
+  /// without "config.pair_alignment" reads as false). A model with mean pooling is
   /// still written as version 1, byte for byte as before, so older builds read it.
   static constexpr int version = 2;
   static constexpr int oldest_version = 1;  ///< the oldest version this build reads
@@ -294,9 +295,9 @@ inline int text_model_version_for(const nn::TextClassifierConfig& c) {
 }
 
 /// The configuration fields as (metadata key, value) pairs, in declaration order.
-/// "config.pooling" and "config.pair_hidden" (version 2) are included when `every_field` or
-/// when the pooling is not mean; without them a model of mean pooling gives the entries of
-/// version 1 (its files and checkpoint fingerprints are unchanged).
+/// "config.pooling", "config.pair_hidden" and "config.pair_alignment" (version 2) are included
+/// when `every_field` or when the pooling is not mean; without them a model of mean pooling
+/// gives the entries of version 1 (its files and checkpoint fingerprints are unchanged).
 inline std::vector<std::pair<std::string, std::string>> config_entries(
     const nn::TextClassifierConfig& c, bool every_field = false) {
   auto i = [](Index v) { return std::to_string(v); };
@@ -322,6 +323,7 @@ inline std::vector<std::pair<std::string, std::string>> config_entries(
   if (every_field || c.pooling != nn::PoolingKind::mean) {
     entries.emplace_back("config.pooling", nn::to_string(c.pooling));
     entries.emplace_back("config.pair_hidden", i(c.pair_hidden));
+    entries.emplace_back("config.pair_alignment", bool_text(c.pair_alignment));
   }
   return entries;
 }
@@ -445,6 +447,9 @@ TextModelHeader parse_text_model_header(const ModelFile<S>& file, const std::str
     else
       r.bad("config.pooling", "'mean' or 'pair'");
     c.pair_hidden = r.index("config.pair_hidden", 0);
+    // Added to version 2 later: absent means false.
+    if (file.find_metadata("config.pair_alignment") != nullptr)
+      c.pair_alignment = r.boolean("config.pair_alignment");
   }
   try {
     nn::validate_config(c);

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <Eigen/Core>
 
@@ -200,6 +201,117 @@ class PairPool {
  private:
   MatrixType u_, v_, du_, dv_;
   VectorType inv_u_, inv_v_;
+};
+
+/// Soft lexical alignment of sentence pairs: for sequence b, with x̂_t = x_t / ‖x_t‖ (0 for a
+/// zero row) and S0, S1 the tokens of segment 0 and 1,
+///   a_b = (1/|S0|) Σ_{i∈S0} max_{j∈S1} x̂_i · x̂_j,   a'_b = (1/|S1|) Σ_{j∈S1} max_{i∈S0} x̂_i · x̂_j,
+/// how well each sentence's tokens find a match in the other (cosine similarity; 1 for the same
+/// token when x holds the token embeddings). A pair with an empty sentence gives 0 for both.
+/// Keeps the normalized rows, the norms and every argmax of the last forward for backward.
+template <RealScalar Scalar>
+class PairAlignment {
+ public:
+  using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
+  using VectorType = Vector<Scalar>;              ///< dense column vector
+  using ConstRef = Eigen::Ref<const MatrixType>;  ///< how inputs are taken (no copy)
+
+  /// A (resized to B × 2: a_b, a'_b) from X ((B·L) × d), the mask (L × B) and the segment id
+  /// of every row (`segments[b·L + t]`). Throws invalid_argument if X or `segments` do not have
+  /// mask.size() rows or entries.
+  void forward(const ConstRef& X, const PaddingMask& mask, std::span<const std::int32_t> segments,
+               MatrixType& A) {
+    const char* where = "coulomb::nn::PairAlignment::forward";
+    const Index L = mask.rows();
+    const Index B = mask.cols();
+    if (!(B >= 1 && L >= 1 && X.rows() == L * B))
+      detail::throw_invalid(where, "argument 'X' has " + std::to_string(X.rows()) +
+                                       " rows, expected L x B for a mask of at least 1x1");
+    if (!(static_cast<Index>(segments.size()) == L * B))
+      detail::throw_invalid(where, "argument 'segments' has " + std::to_string(segments.size()) +
+                                       " entries, expected L x B = " + std::to_string(L * B));
+    norm_.resize(X.rows());
+    unit_.resize(X.rows(), X.cols());
+    for (Index r = 0; r < X.rows(); ++r) {
+      norm_(r) = X.row(r).norm();
+      if (norm_(r) > Scalar(0))
+        unit_.row(r) = X.row(r) / norm_(r);
+      else
+        unit_.row(r).setZero();
+    }
+    match_.assign(static_cast<std::size_t>(L * B), -1);
+    weight_.setZero(L * B);
+    A.setZero(B, 2);
+    std::vector<Index>& first = first_;
+    std::vector<Index>& second = second_;
+    for (Index b = 0; b < B; ++b) {
+      first.clear();
+      second.clear();
+      for (Index t = 0; t < L; ++t) {
+        if (!mask(t, b)) continue;
+        const std::int32_t s = segments[static_cast<std::size_t>(b * L + t)];
+        if (s == 0) first.push_back(b * L + t);
+        if (s == 1) second.push_back(b * L + t);
+      }
+      if (first.empty() || second.empty()) continue;
+      for (int side = 0; side < 2; ++side) {
+        const std::vector<Index>& from = side == 0 ? first : second;
+        const std::vector<Index>& to = side == 0 ? second : first;
+        const Scalar w = Scalar(1) / static_cast<Scalar>(from.size());
+        Scalar total = 0;
+        for (const Index i : from) {
+          Index arg = to.front();
+          Scalar best = unit_.row(i).dot(unit_.row(arg));
+          for (std::size_t k = 1; k < to.size(); ++k) {
+            const Scalar c = unit_.row(i).dot(unit_.row(to[k]));
+            if (c > best) {
+              best = c;
+              arg = to[k];
+            }
+          }
+          match_[static_cast<std::size_t>(i)] = arg;
+          weight_(i) = w;
+          total += best;
+        }
+        A(b, side) = total * w;
+      }
+    }
+    batch_ = B;
+  }
+
+  /// dX (resized to (B·L) × d) from dA = ∂L/∂A (B × 2) for the last forward (the argmax of
+  /// each max is held fixed: its subgradient). Throws invalid_argument if dA is not B × 2.
+  void backward(const ConstRef& dA, const PaddingMask& mask, std::span<const std::int32_t> segments,
+                MatrixType& dX) {
+    const char* where = "coulomb::nn::PairAlignment::backward";
+    const Index L = mask.rows();
+    detail::require_shape(dA, batch_, 2, where, "dA");
+    if (!(mask.cols() == batch_ && static_cast<Index>(segments.size()) == L * batch_ &&
+          unit_.rows() == L * batch_))
+      detail::throw_invalid(where, "arguments 'mask' and 'segments' do not match the last forward");
+    dunit_.setZero(unit_.rows(), unit_.cols());
+    for (Index r = 0; r < unit_.rows(); ++r) {
+      const Index j = match_[static_cast<std::size_t>(r)];
+      if (j < 0) continue;
+      const std::int32_t s = segments[static_cast<std::size_t>(r)];
+      const Scalar g = dA(r / L, s == 0 ? 0 : 1) * weight_(r);
+      dunit_.row(r) += g * unit_.row(j);
+      dunit_.row(j) += g * unit_.row(r);
+    }
+    dX.resize(unit_.rows(), unit_.cols());
+    for (Index r = 0; r < unit_.rows(); ++r) {
+      if (norm_(r) > Scalar(0))
+        dX.row(r) = (dunit_.row(r) - unit_.row(r).dot(dunit_.row(r)) * unit_.row(r)) / norm_(r);
+      else
+        dX.row(r).setZero();
+    }
+  }
+
+ private:
+  MatrixType unit_, dunit_;
+  VectorType norm_, weight_;
+  std::vector<Index> match_, first_, second_;
+  Index batch_ = 0;
 };
 
 }  // namespace coulomb::nn

@@ -20,7 +20,8 @@
 /// With the pair head (config.pooling = PoolingKind::pair, sentence pairs with segments), the two
 /// sentences are pooled apart and compared (nn/pooling.hpp, PairPool):
 ///   u_b, v_b = masked means of LN_f(x) over the tokens of segment 0 and of segment 1,
-///   f_b = [u_b, v_b, |u_b − v_b|, u_b ⊙ v_b],
+///   f_b = [u_b, v_b, |u_b − v_b|, u_b ⊙ v_b]  (with config.pair_alignment, also the two
+///         alignment features of the token embeddings E_tok[ids], PairAlignment),
 ///   h_b = Dropout(GELU(f_b W_h + b_h)) with config.pair_hidden > 0, else h_b = Dropout(f_b),
 ///   logits_b = h_b W_c + b_c.
 /// Padding never reaches a real token's output (attention ignores padded keys, every other
@@ -87,6 +88,8 @@ struct TextClassifierConfig {
   int num_threads = 0;               ///< attention threads (AttentionOptions::num_threads; 0: all)
   PoolingKind pooling = PoolingKind::mean;  ///< mean pooling or the pair head (sentence pairs)
   Index pair_hidden = 0;  ///< pair head: width of its GELU hidden layer (0: none; pair only)
+  /// pair head: append the two alignment features of the token embeddings (PairAlignment)
+  bool pair_alignment = false;
 };
 
 /// Throws invalid_argument, naming the field ('config.d_model', ...), unless every field of
@@ -132,6 +135,9 @@ inline void validate_config(const TextClassifierConfig& config) {
   } else if (!(config.pair_hidden == 0)) {
     detail::throw_invalid(where, "argument 'config.pair_hidden' must be 0 with mean pooling, got " +
                                      std::to_string(config.pair_hidden));
+  } else if (config.pair_alignment) {
+    detail::throw_invalid(where,
+                          "argument 'config.pair_alignment' must be false with mean pooling");
   }
 }
 
@@ -220,6 +226,8 @@ class TextClassifier {
     ids_.assign(batch.ids.data(), batch.ids.data() + n);
     mask_ = batch.mask;
     token_.forward(ids_, x_);
+    const bool align = config_.pooling == PoolingKind::pair && config_.pair_alignment;
+    if (align) tokens_ = x_;
     position_.forward_add(L, B, x_);
     if (config_.use_segments) {
       segments_.assign(batch.segments.data(), batch.segments.data() + n);
@@ -229,7 +237,15 @@ class TextClassifier {
     for (auto& layer : layers_) layer.forward(x_, mask_, training, rng);
     final_norm_.forward(x_, hf_);
     if (config_.pooling == PoolingKind::pair) {
-      pair_pool_.forward(hf_, mask_, segments_, pooled_);
+      if (align) {
+        pair_pool_.forward(hf_, mask_, segments_, pair_features_);
+        alignment_.forward(tokens_, mask_, segments_, aligned_);
+        pooled_.resize(B, pair_features_.cols() + 2);
+        pooled_.leftCols(pair_features_.cols()) = pair_features_;
+        pooled_.rightCols(2) = aligned_;
+      } else {
+        pair_pool_.forward(hf_, mask_, segments_, pooled_);
+      }
       if (config_.pair_hidden > 0) {
         pair_hidden_.forward(pooled_, hidden_pre_);
         gelu_.forward(hidden_pre_, head_in_);
@@ -269,7 +285,13 @@ class TextClassifier {
       } else {
         dpooled_ = dhead_;
       }
-      pair_pool_.backward(dpooled_, mask_, segments_, dhf_);
+      const Index d = config_.d_model;
+      if (config_.pair_alignment) {
+        alignment_.backward(dpooled_.rightCols(2), mask_, segments_, dtokens_);
+        pair_pool_.backward(dpooled_.leftCols(4 * d), mask_, segments_, dhf_);
+      } else {
+        pair_pool_.backward(dpooled_, mask_, segments_, dhf_);
+      }
     } else {
       classifier_.backward(pooled_, dlogits, dpooled_);
       pool_.backward(dpooled_, mask_, dhf_);
@@ -282,7 +304,9 @@ class TextClassifier {
       if (omega_grad) omega_grad_[omega_index(i)] += layer.attention().last_omega_gradient();
     }
     embed_dropout_.backward(dx_);
-    token_.backward(ids_, dx_);
+    if (train_token_embedding_) token_.backward(ids_, dx_);
+    if (train_token_embedding_ && config_.pooling == PoolingKind::pair && config_.pair_alignment)
+      token_.backward(ids_, dtokens_);
     position_.backward(length_, batch_, dx_);
     if (config_.use_segments) segment_.backward(segments_, dx_);
   }
@@ -315,6 +339,7 @@ class TextClassifier {
   ParameterList<Scalar> parameters() {
     ParameterList<Scalar> list;
     token_.append_parameters(list, "embedding.token");
+    list.back().trainable = train_token_embedding_;
     position_.append_parameters(list, "embedding.position");
     if (config_.use_segments) segment_.append_parameters(list, "embedding.segment");
     const bool linear = config_.attention == AttentionKind::linear;
@@ -387,6 +412,20 @@ class TextClassifier {
     for (auto& layer : layers_) layer.attention().set_omega_gradient(trainable);
   }
 
+  /// Whether the token embedding table is trained (true unless set_token_embedding_trainable
+  /// froze it).
+  bool token_embedding_trainable() const noexcept { return train_token_embedding_; }
+
+  /// Freezes (false) or unfreezes (true) the token embedding table `embedding.token`: the
+  /// trainable flag of parameters() follows it, and a frozen table gets no gradient (backward
+  /// skips its scatter-add). Frozen at its random draw, the table still tells words apart, which
+  /// is what comparing two sentences needs, but it can no longer memorize which words go with
+  /// which label (docs/model.md, the pair head). Training state, not configuration: not saved
+  /// in model files (a loaded model is trainable). Call parameters() again afterwards.
+  void set_token_embedding_trainable(bool trainable) noexcept {
+    train_token_embedding_ = trainable;
+  }
+
   /// Draws every Ω (and RFF phases) afresh from `rng` with the maps' Draw policy (the
   /// "redrawn" vanilla baseline).
   void redraw_omega(Rng& rng) {
@@ -456,8 +495,9 @@ class TextClassifier {
     embed_dropout_ = Dropout<Scalar>(c.dropout);
     final_norm_ = LayerNorm<Scalar>(c.d_model, c.layer_norm_eps);
     const bool pair = c.pooling == PoolingKind::pair;
-    const Index head_width = !pair ? c.d_model : c.pair_hidden > 0 ? c.pair_hidden : 4 * c.d_model;
-    if (pair && c.pair_hidden > 0) pair_hidden_ = Linear<Scalar>(4 * c.d_model, c.pair_hidden);
+    const Index features = 4 * c.d_model + (c.pair_alignment ? 2 : 0);
+    const Index head_width = !pair ? c.d_model : c.pair_hidden > 0 ? c.pair_hidden : features;
+    if (pair && c.pair_hidden > 0) pair_hidden_ = Linear<Scalar>(features, c.pair_hidden);
     head_dropout_ = Dropout<Scalar>(pair ? c.dropout : 0.0);
     classifier_ = Linear<Scalar>(head_width, c.num_classes);
 
@@ -604,6 +644,7 @@ class TextClassifier {
   LayerNorm<Scalar> final_norm_;
   MaskedMeanPool<Scalar> pool_, key_pool_;
   PairPool<Scalar> pair_pool_;
+  PairAlignment<Scalar> alignment_;
   Linear<Scalar> pair_hidden_;
   Gelu<Scalar> gelu_;
   Dropout<Scalar> head_dropout_;
@@ -612,12 +653,14 @@ class TextClassifier {
 
   // State of the last forward.
   MatrixType x_, hf_, pooled_, dx_, dhf_, dpooled_, logits_scratch_;
-  MatrixType hidden_pre_, head_in_, dhead_;  // pair head
+  MatrixType hidden_pre_, head_in_, dhead_;                // pair head
+  MatrixType tokens_, aligned_, dtokens_, pair_features_;  // the alignment features
   std::vector<TokenId> ids_, segments_;
   PaddingMask mask_;
   Index batch_ = 0;
   Index length_ = 0;
   bool has_forward_ = false;
+  bool train_token_embedding_ = true;
 };
 
 }  // namespace coulomb::nn
