@@ -59,6 +59,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -311,7 +312,18 @@ class CommandLine {
       coulomb::Index total, coulomb::train::ProgressOptions options = {}) const {
     options.mode = quiet_ ? coulomb::train::ProgressMode::off
                           : coulomb::train::progress_mode_from_string(progress_mode_);
-    options.json_path = progress_json_;
+    // One log for the whole program: opened (truncated) by the first reporter, appended to by
+    // the later ones (Phase A, then Phase B, ...); each line carries its reporter's label.
+    if (!progress_json_.empty()) {
+      if (!json_log_) {
+        json_log_ =
+            std::make_shared<std::ofstream>(progress_json_, std::ios::out | std::ios::trunc);
+        if (!*json_log_)
+          throw coulomb::io_error(name_ + ": cannot open the --progress-json file '" +
+                                  progress_json_ + "' for writing");
+      }
+      options.json = json_log_.get();
+    }
     return std::make_unique<coulomb::train::ProgressReporter>(std::cerr, total, std::move(options));
   }
 
@@ -336,6 +348,7 @@ class CommandLine {
   bool quiet_ = false;
   std::string progress_mode_ = "auto";
   std::string progress_json_{};
+  mutable std::shared_ptr<std::ofstream> json_log_{};  // the --progress-json log, once opened
 };
 
 }  // namespace coulomb_examples
