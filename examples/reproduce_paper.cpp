@@ -377,10 +377,14 @@ int main(int argc, char** argv) {
             if (!cli.quiet()) {
               const double el =
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-              std::cerr << "[" << done << "/" << todo.size() << ", " << fmt(el / 60, 1) << " min] "
-                        << job.d.name << " " << variant_label(job.v) << " seed " << job.seed
-                        << ": accuracy " << fmt(100 * result.rows.at(0).metrics.accuracy, 1)
-                        << "%, F1 " << fmt(100 * result.rows.at(0).metrics.f1, 1) << "%, "
+              // ETA: the mean time per finished run so far times the runs left.
+              const double eta =
+                  el / static_cast<double>(done) * static_cast<double>(todo.size() - done);
+              std::cerr << "[" << done << "/" << todo.size() << ", " << fmt(el / 60, 1)
+                        << " min, ETA " << fmt(eta / 60, 1) << " min] " << job.d.name << " "
+                        << variant_label(job.v) << " seed " << job.seed << ": accuracy "
+                        << fmt(100 * result.rows.at(0).metrics.accuracy, 1) << "%, F1 "
+                        << fmt(100 * result.rows.at(0).metrics.f1, 1) << "%, "
                         << fmt(result.seconds, 0) << " s\n";
             }
           } catch (...) {

@@ -465,9 +465,9 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
 }
 
 #ifdef COULOMB_EXAMPLES_TEXT_EXPERIMENT_INSTANCES
-// The five instantiations are compiled once, in examples/common/text_experiment_<map>.cpp (the
-// static library coulomb_text_experiment, which defines this macro for the programs linking it):
-// each costs about a minute of optimized compilation, and two programs use them.
+// The five instantiations are compiled once, in examples/common/text_experiment_instances.cpp
+// (the static library coulomb_text_experiment, which defines this macro for the programs linking
+// it): they cost minutes of optimized compilation, and two programs use them.
 extern template TextExperimentResult run_text_experiment_with<coulomb::FavorPlus<float>>(
     const TextExperimentConfig&, const TextExperimentHooks&);
 extern template TextExperimentResult run_text_experiment_with<coulomb::Porf<float, coulomb::Exp>>(
