@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
 # Full local check (what CI runs through .ci/run):
-#   1. build-check/     GCC (the default compiler), Release at -O2 without -march=native (CI
-#                       time: it checks that everything builds warning-free and runs, not speed;
-#                       build/ stays the optimized tree of the demo and the benchmarks), -Werror:
-#                       the benchmarks, the examples, the installed-package consumer test and
-#                       the API-docs completeness test;
+#   1. build/           GCC (the default compiler), Release, -Werror: the benchmarks, the
+#                       examples, the installed-package consumer test and the API-docs
+#                       completeness test;
 #   2. build-sanitize/  Debug (-O1), AddressSanitizer + UndefinedBehaviorSanitizer, -Werror:
 #                       build and run every unit test. Clang when it is installed (it compiles
 #                       the sanitized, template-heavy tests about twice as fast as GCC; set
@@ -44,21 +42,20 @@ step="install dependencies"
 scripts/install_deps.sh
 
 # --- 1. Release build with warnings as errors ------------------------------
-step="configure build-check/ (Release, -O2)"
+step="configure build/ (Release)"
 echo "==> ${step}"
 release_tests=OFF
 [[ "${COULOMB_RELEASE_TESTS:-0}" == "1" ]] && release_tests=ON
-cmake -S . -B build-check -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
-  -DCOULOMB_NATIVE=OFF -DCOULOMB_WERROR=ON \
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCOULOMB_WERROR=ON \
   -DCOULOMB_BUILD_UNIT_TESTS="${release_tests}"
 
-step="build build-check/"
+step="build build/"
 echo "==> ${step}"
-cmake --build build-check -j"${JOBS}"
+cmake --build build -j"${JOBS}"
 
-step="ctest build-check/"
+step="ctest build/"
 echo "==> ${step}"
-ctest --test-dir build-check --output-on-failure -j2
+ctest --test-dir build --output-on-failure -j2
 
 # --- 2. Debug build with AddressSanitizer + UndefinedBehaviorSanitizer ------
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
