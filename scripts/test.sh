@@ -77,9 +77,7 @@ if [[ "${fuzz_seconds}" != "0" ]]; then
 fi
 step="configure build-sanitize/ (Debug, ASan+UBSan${sanitize_cxx:+, ${sanitize_cxx}})"
 echo "==> ${step}"
-# Without -march=native: AVX-512 code paths of Eigen cost a fifth of this compilation.
 cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DCOULOMB_SANITIZE=ON -DCOULOMB_WERROR=ON \
-  -DCOULOMB_NATIVE=OFF \
   -DCOULOMB_BUILD_BENCHMARKS=OFF -DCOULOMB_BUILD_EXAMPLES=OFF \
   -DCOULOMB_BUILD_FUZZERS="$([[ "${fuzz_dir}" == build-sanitize ]] && echo ON || echo OFF)" \
   ${sanitize_cxx:+-DCMAKE_CXX_COMPILER="${sanitize_cxx}"}
