@@ -27,6 +27,28 @@
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 
+namespace coulomb::detail {
+
+/// The input checks of PairPool::forward and PairAlignment::forward: a mask of at least 1x1,
+/// and L·B rows of X and entries of `segments`. Throws invalid_argument naming the argument.
+inline void nn_check_pair_inputs(const char* where, Index x_rows, const PaddingMask& mask,
+                                 std::size_t segments) {
+  const Index L = mask.rows();
+  const Index B = mask.cols();
+  if (!(B >= 1 && L >= 1))
+    throw_invalid(where, "argument 'mask' is " + std::to_string(L) + "x" + std::to_string(B) +
+                             ", expected at least 1x1");
+  if (!(x_rows == L * B))
+    throw_invalid(where, "argument 'X' has " + std::to_string(x_rows) + " rows, expected L x B = " +
+                             std::to_string(L * B) + " (the size of 'mask')");
+  if (!(static_cast<Index>(segments) == L * B))
+    throw_invalid(where, "argument 'segments' has " + std::to_string(segments) +
+                             " entries, expected L x B = " + std::to_string(L * B) +
+                             " (the size of 'mask')");
+}
+
+}  // namespace coulomb::detail
+
 namespace coulomb::nn {
 
 /// Masked mean pooling (see the file comment). Keeps 1/n_b of the last forward for backward.
@@ -109,20 +131,9 @@ class PairPool {
   /// have mask.size() rows or entries.
   void forward(const ConstRef& X, const PaddingMask& mask, std::span<const std::int32_t> segments,
                MatrixType& F) {
-    const char* where = "coulomb::nn::PairPool::forward";
+    detail::nn_check_pair_inputs("coulomb::nn::PairPool::forward", X.rows(), mask, segments.size());
     const Index L = mask.rows();
     const Index B = mask.cols();
-    if (!(B >= 1 && L >= 1))
-      detail::throw_invalid(where, "argument 'mask' is " + std::to_string(L) + "x" +
-                                       std::to_string(B) + ", expected at least 1x1");
-    if (!(X.rows() == L * B))
-      detail::throw_invalid(where, "argument 'X' has " + std::to_string(X.rows()) +
-                                       " rows, expected L x B = " + std::to_string(L * B) +
-                                       " (the size of 'mask')");
-    if (!(static_cast<Index>(segments.size()) == L * B))
-      detail::throw_invalid(where, "argument 'segments' has " + std::to_string(segments.size()) +
-                                       " entries, expected L x B = " + std::to_string(L * B) +
-                                       " (the size of 'mask')");
     const Index d = X.cols();
     inv_u_.resize(B);
     inv_v_.resize(B);
@@ -221,15 +232,10 @@ class PairAlignment {
   /// mask.size() rows or entries.
   void forward(const ConstRef& X, const PaddingMask& mask, std::span<const std::int32_t> segments,
                MatrixType& A) {
-    const char* where = "coulomb::nn::PairAlignment::forward";
+    detail::nn_check_pair_inputs("coulomb::nn::PairAlignment::forward", X.rows(), mask,
+                                 segments.size());
     const Index L = mask.rows();
     const Index B = mask.cols();
-    if (!(B >= 1 && L >= 1 && X.rows() == L * B))
-      detail::throw_invalid(where, "argument 'X' has " + std::to_string(X.rows()) +
-                                       " rows, expected L x B for a mask of at least 1x1");
-    if (!(static_cast<Index>(segments.size()) == L * B))
-      detail::throw_invalid(where, "argument 'segments' has " + std::to_string(segments.size()) +
-                                       " entries, expected L x B = " + std::to_string(L * B));
     norm_.resize(X.rows());
     unit_.resize(X.rows(), X.cols());
     for (Index r = 0; r < X.rows(); ++r) {
