@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -165,6 +166,93 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_PerRowStabilizerAtExtremeNorms", "[featur
                 << ", largest entry / c = " << row_max / c);
     CHECK(std::abs(row_max / c - 1.0) <= tol<S>::tight * (1.0 + z_max));
   }
+}
+
+TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_ExpFeaturesAreNormalOrZero", "[features][stability]",
+                           (FavorPlus, FavorHyperbolic, PorfExp, SoftmaxFeat, SoftmaxFeatJoint,
+                            SoftmaxFeatSeparate),
+                           (float, double)) {
+  // Eigen's vectorized exp clamps its argument and returns a subnormal constant (5.6e-309 in
+  // double) where the exact value is far smaller. The exponential maps flush every result below
+  // the smallest normal number to 0: an entry is 0 or normal, under every stabilizer, for
+  // inputs whose exponents span the end of the normal range (the rows are long enough for the
+  // vectorized path: 64 rows per column).
+  using Map = typename TestType::Map;
+  using S = typename Map::Scalar;
+  coulomb::Rng rng = coulomb_test::test_rng(std::string("NormalOrZero/") + Map::name());
+  const Index d = 8;
+  const Map map = TestType::make(d, 32, rng, Draw::iid);
+  // ‖x‖²/2 around the end of the normal range: 87 (float) or 708 (double), and far beyond.
+  const double edge = std::is_same_v<S, float> ? 13.2 : 37.6;
+  std::vector<double> norms;
+  for (Index i = 0; i < 63; ++i) norms.push_back(edge * (0.8 + 0.01 * static_cast<double>(i)));
+  norms.back() = edge * 1e3;
+  const Mat<S> X = rows_of_norms(norms, d, rng).template cast<S>();
+  // The softmax features see the projections themselves: scale them up instead.
+  const Mat<S> input = Map::is_stabilizable ? X : Mat<S>(S(20) * X);
+  const S tiny = std::numeric_limits<S>::min();
+  for (const Stabilizer st : {Stabilizer::none, Stabilizer::per_row, Stabilizer::global}) {
+    INFO("stabilizer " << static_cast<int>(st));
+    Mat<S> phi;
+    map.map(input, phi, st);
+    REQUIRE(phi.allFinite());
+    Index zeros = 0, subnormal = 0;
+    std::string first;
+    for (Index j = 0; j < phi.cols(); ++j) {
+      for (Index i = 0; i < phi.rows(); ++i) {
+        const S v = phi(i, j);
+        if (v == S(0)) {
+          ++zeros;
+        } else if (v < tiny && subnormal++ == 0) {
+          first = "(" + std::to_string(i) + ", " + std::to_string(j) +
+                  ") = " + std::to_string(static_cast<double>(v) / static_cast<double>(tiny)) +
+                  " times the smallest normal number";
+        }
+      }
+    }
+    INFO("first subnormal entry " << first);
+    CHECK(subnormal == 0);
+    // The sweep reaches the flushed range: some entries are 0 (the last row at least).
+    if (st == Stabilizer::none || st == Stabilizer::global) CHECK(zeros > 0);
+  }
+}
+
+TEST_CASE("FavorPlus_FlushKeepsEveryNormalFeature", "[features][stability]") {
+  // Only results below the smallest normal number are flushed: unstabilized double FAVOR+
+  // features agree with exp(ωᵀx − ‖x‖²/2)/√m evaluated in long double wherever that is at
+  // least twice the smallest normal number, and are 0 wherever it is below half of it.
+  coulomb::Rng rng = coulomb_test::test_rng("FlushKeepsNormal");
+  const Index d = 8, m = 32;
+  const coulomb::FavorPlus<double> map(d, m, rng, coulomb::FavorOptions{Draw::iid});
+  std::vector<double> norms;
+  for (Index i = 0; i < 63; ++i) norms.push_back(37.6 * (0.9 + 0.005 * static_cast<double>(i)));
+  const Mat<double> X = rows_of_norms(norms, d, rng);
+  const Mat<double> phi = map.map(X);
+  const double tiny = std::numeric_limits<double>::min();
+  Index kept = 0, flushed = 0, not_zero = 0;
+  for (Index i = 0; i < X.rows(); ++i) {
+    long double h = 0;
+    for (Index k = 0; k < d; ++k) h += static_cast<long double>(X(i, k)) * X(i, k);
+    h /= 2;
+    for (Index j = 0; j < m; ++j) {
+      long double z = 0;
+      for (Index k = 0; k < d; ++k)
+        z += static_cast<long double>(X(i, k)) * static_cast<long double>(map.omega()(j, k));
+      const long double exact = std::exp(z - h) / std::sqrt(static_cast<long double>(m));
+      INFO("row " << i << ", feature " << j << ": exact " << static_cast<double>(exact)
+                  << ", mapped " << phi(i, j));
+      if (exact >= 2 * static_cast<long double>(tiny)) {
+        ++kept;
+        CHECK(std::abs(static_cast<long double>(phi(i, j)) / exact - 1) < 1e-9L);
+      } else if (exact < static_cast<long double>(tiny) / 2) {
+        ++flushed;
+        if (phi(i, j) != 0.0) ++not_zero;
+      }
+    }
+  }
+  CHECK(kept > 0);
+  CHECK(flushed > 0);
+  CHECK(not_zero == 0);
 }
 
 TEMPLATE_PRODUCT_TEST_CASE("SoftmaxFeat_RowsSumToOne", "[features][stability]",

@@ -47,6 +47,7 @@
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "../core/error.hpp"
+#include "../features/detail_exp.hpp"
 #include "../features/feature_map.hpp"
 #include "detail_parallel.hpp"
 #include "layout.hpp"
@@ -729,7 +730,7 @@ class LinearAttention {
         if (sj == neg_inf)
           col.setZero();  // not exp(−∞): vectorized exp clamps its argument
         else
-          col.array() = (sj - buf.prefix.tail(n - j).array()).exp();
+          col.array() = detail::exp_flushed(sj - buf.prefix.tail(n - j).array());
       }
     }
     return M;

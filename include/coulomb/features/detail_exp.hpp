@@ -13,11 +13,49 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <Eigen/Core>
 
 #include "../core/config.hpp"
 #include "feature_map.hpp"
+
+namespace coulomb::detail {
+
+/// x, or 0 where x is below the smallest normal number (NaN and ∞ pass through unchanged).
+/// Eigen's vectorized exp clamps its argument (near −708 in double; near −87 in float without
+/// AVX), so exp(−1e30) gives a subnormal 5.6e-309 (2.9e-39 in float) instead of 0. A feature
+/// that should vanish, times a feature of order 1, then makes a denominator just above the
+/// zero-denominator guard of attention, whose inverse overflows in the backward pass (and the
+/// value depends on whether the build has FMA). Vectorized: a compare and an and-not.
+template <typename Scalar>
+struct FlushSubnormal {
+  Scalar operator()(Scalar x) const {
+    return x < std::numeric_limits<Scalar>::min() ? Scalar(0) : x;
+  }
+  template <typename Packet>
+  Packet packetOp(const Packet& x) const {
+    namespace ei = Eigen::internal;
+    return ei::pandnot(x, ei::pcmp_lt(x, ei::pset1<Packet>(std::numeric_limits<Scalar>::min())));
+  }
+};
+
+/// exp(x) elementwise with results below the smallest normal number set to 0 (FlushSubnormal):
+/// the exponential of the features and of the attention shifts.
+template <typename D>
+auto exp_flushed(const Eigen::ArrayBase<D>& x) {
+  return x.exp().unaryExpr(FlushSubnormal<typename D::Scalar>{});
+}
+
+}  // namespace coulomb::detail
+
+namespace Eigen::internal {
+/// FlushSubnormal is vectorized (see coulomb::detail::FlushSubnormal).
+template <typename Scalar>
+struct functor_traits<coulomb::detail::FlushSubnormal<Scalar>> {
+  enum { Cost = 2 * NumTraits<Scalar>::AddCost, PacketAccess = packet_traits<Scalar>::HasCmp };
+};
+}  // namespace Eigen::internal
 
 namespace coulomb::detail {
 
@@ -69,8 +107,8 @@ void exp_features(const Eigen::MatrixBase<D>& X, const Matrix<Scalar>& omega, bo
     const auto off = offsets.segment(r0, rows).array();
     for (Index j = 0; j < m; ++j) {
       auto z = Phi.col(j).segment(r0, rows).array();
-      if (hyperbolic) Phi.col(m + j).segment(r0, rows).array() = (-z - off).exp();
-      z = (z - off).exp();
+      if (hyperbolic) Phi.col(m + j).segment(r0, rows).array() = exp_flushed(-z - off);
+      z = exp_flushed(z - off);
     }
   };
 
@@ -94,8 +132,9 @@ void exp_features(const Eigen::MatrixBase<D>& X, const Matrix<Scalar>& omega, bo
       const auto off = offsets.segment(r0, rows).array();
       for (Index j = 0; j < m; ++j) {
         auto z = Phi.col(j).segment(r0, rows).array();
-        if (hyperbolic) Phi.col(m + j).segment(r0, rows).array() = (((-z - off) - s) + log_c).exp();
-        z = (((z - off) - s) + log_c).exp();
+        if (hyperbolic)
+          Phi.col(m + j).segment(r0, rows).array() = exp_flushed(((-z - off) - s) + log_c);
+        z = exp_flushed(((z - off) - s) + log_c);
       }
     }
     return;

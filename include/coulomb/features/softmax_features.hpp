@@ -92,7 +92,7 @@ class SoftmaxFeatures : public FeatureMapBase<SoftmaxFeatures<ScalarT, Form>, Sc
     const auto max = row_max.head(rows).array();
     for (Index j = 0; j < count; ++j) {
       auto out = Phi.col(begin + j).segment(r0, rows).array();
-      out = (sign * Phi.col(j).segment(r0, rows).array() - max).exp();
+      out = detail::exp_flushed(sign * Phi.col(j).segment(r0, rows).array() - max);
       row_sum += out.matrix();
     }
   }
