@@ -140,8 +140,9 @@ int main(int argc, char** argv) {
       ->check(ce::non_negative_number())
       ->capture_default_str();
   app.add_option("--min-frequency", cfg.min_frequency,
-                 "Words seen fewer times in the training split become [UNK]")
-      ->check(ce::integer_in(1, 1000000))
+                 "Words seen fewer times in the training split become [UNK] (0: 1 for "
+                 "sentence pairs, 2 for single sentences)")
+      ->check(ce::integer_in(0, 1000000))
       ->capture_default_str();
   app.add_option("--dev-fraction", cfg.dev_fraction,
                  "Fraction of the training split held out for early stopping")

@@ -15,8 +15,9 @@
 #                       corpora (scripts/run_fuzzers.sh); any crash, leak or sanitizer report
 #                       fails. COULOMB_FUZZ_SECONDS=0 skips the step.
 # The builds of steps 1 and 2 run at the same time (their logs go to build-check/build.log and
-# build-sanitize/build.log; a failing build prints the end of its log): on CI's two cores
-# neither build alone keeps both cores busy to its end, and the check is bound by compilation.
+# build-sanitize/build.log; a failing build prints the end of its log), step 1's ctest as soon
+# as its build ends, and the fuzzers while step 2's tests run: on CI's two cores the check is
+# bound by CPU, and this keeps both cores busy (see the comment above the builds).
 # The unit tests are compiled once, in step 2: a second, unsanitized build of them would double
 # the time of the whole check. COULOMB_RELEASE_TESTS=1 also builds and runs them in step 1, which is then a Release build.
 # build/ is left alone: it is the optimized tree of scripts/demo.sh and of the benchmarks.
@@ -96,41 +97,37 @@ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DCOULOMB_SANITIZE=ON -DCO
   -DCOULOMB_BUILD_FUZZERS="$([[ "${fuzz_dir}" == build-sanitize ]] && echo ON || echo OFF)" \
   ${sanitize_cxx:+-DCMAKE_CXX_COMPILER="${sanitize_cxx}"}
 
-# --- 1 and 2: build both at once ----------------------------------------------
-step="build build-check/ and build-sanitize/ (logs: <dir>/build.log)"
+# --- 1 and 2: build both at once; then test, and fuzz while testing ------------------------
+# On 2 cores the check is bound by CPU: whatever runs at the same time fills the cores that
+# one build alone leaves idle (the end of a build, ctest's process starts). build-check/ runs its
+# ctest as soon as it is built, while build-sanitize/ still compiles; the fuzzers, which are
+# bounded by time rather than work, run while the sanitized unit tests run.
+step="build build-check/ and build-sanitize/ (logs: <dir>/build.log; build-check/ctest.log)"
 echo "==> ${step}"
 build_start=${SECONDS}
-cmake --build build-check -j"${JOBS}" >build-check/build.log 2>&1 &
+(
+  cmake --build build-check -j"${JOBS}" >build-check/build.log 2>&1 || exit 10
+  echo "    build-check/ built after $((SECONDS - build_start)) s; its ctest runs now"
+  ctest --test-dir build-check --output-on-failure -j2 >build-check/ctest.log 2>&1 || exit 20
+) &
 check_pid=$!
-cmake --build build-sanitize -j"${JOBS}" >build-sanitize/build.log 2>&1 &
-sanitize_pid=$!
-check_rc=0
 sanitize_rc=0
-wait "${check_pid}" || check_rc=$?
-echo "    build-check/ finished after $((SECONDS - build_start)) s (exit status ${check_rc})"
-wait "${sanitize_pid}" || sanitize_rc=$?
-echo "    build-sanitize/ finished after $((SECONDS - build_start)) s (exit status ${sanitize_rc})"
-for dir in build-check build-sanitize; do
-  rc_var="${dir#build-}_rc"
-  if [[ ${!rc_var} -ne 0 ]]; then
-    echo "test.sh: the build of ${dir}/ failed; the end of ${dir}/build.log:" >&2
-    grep -n -m 20 -E "error|Error" "${dir}/build.log" >&2 || true
-    tail -n 60 "${dir}/build.log" >&2
-    step="build ${dir}/"
-    exit 1
-  fi
-done
+cmake --build build-sanitize -j"${JOBS}" >build-sanitize/build.log 2>&1 || sanitize_rc=$?
+echo "    build-sanitize/ built after $((SECONDS - build_start)) s (exit status ${sanitize_rc})"
 
-step="ctest build-check/"
-echo "==> ${step}"
-ctest --test-dir build-check --output-on-failure -j2
+show_build_failure() {
+  echo "test.sh: the build of $1/ failed; its errors and the end of $1/build.log:" >&2
+  grep -n -m 20 -E "error|Error" "$1/build.log" >&2 || true
+  tail -n 60 "$1/build.log" >&2
+}
+if [[ ${sanitize_rc} -ne 0 ]]; then
+  wait "${check_pid}" || true
+  show_build_failure build-sanitize
+  step="build build-sanitize/"
+  exit 1
+fi
 
-step="ctest build-sanitize/"
-echo "==> ${step}"
-ctest --test-dir build-sanitize --output-on-failure -j2 -LE fuzz \
-  -E "consumer_package|api_docs_complete|docs_getting_started"
-
-# --- 3. Fuzzing ---------------------------------------------------------------
+# --- 3. Fuzzing (build) ----------------------------------------------------------
 if [[ "${fuzz_dir}" == "build-fuzz" ]]; then
   step="configure build-fuzz/ (clang, libFuzzer)"
   echo "==> ${step}"
@@ -146,11 +143,46 @@ if [[ "${fuzz_dir}" == "build-fuzz" ]]; then
   echo "==> ${step}"
   cmake --build build-fuzz -j"${JOBS}" --target fuzz_model_file fuzz_tsv fuzz_text
 fi
+fuzz_pid=""
 if [[ -n "${fuzz_dir}" ]]; then
-  step="fuzz (${fuzz_dir}/fuzz, ${fuzz_seconds} s per fuzzer)"
-  echo "==> ${step}"
+  echo "==> fuzz (${fuzz_dir}/fuzz, ${fuzz_seconds} s per fuzzer; log: ${fuzz_dir}/fuzz.log)"
   COULOMB_FUZZ_SECONDS="${fuzz_seconds}" COULOMB_FUZZ_JOBS="${COULOMB_FUZZ_JOBS:-3}" \
-    scripts/run_fuzzers.sh "${fuzz_dir}"
+    scripts/run_fuzzers.sh "${fuzz_dir}" >"${fuzz_dir}/fuzz.log" 2>&1 &
+  fuzz_pid=$!
+fi
+
+step="ctest build-sanitize/"
+echo "==> ${step}"
+sanitize_test_rc=0
+ctest --test-dir build-sanitize --output-on-failure -j2 -LE fuzz \
+  -E "consumer_package|api_docs_complete|docs_getting_started" || sanitize_test_rc=$?
+
+check_rc=0
+wait "${check_pid}" || check_rc=$?
+fuzz_rc=0
+[[ -n "${fuzz_pid}" ]] && { wait "${fuzz_pid}" || fuzz_rc=$?; }
+
+echo "==> ctest build-check/ (build-check/ctest.log)"
+if [[ ${check_rc} -eq 10 ]]; then
+  show_build_failure build-check
+else
+  cat build-check/ctest.log
+fi
+if [[ -n "${fuzz_pid}" ]]; then
+  echo "==> fuzz (${fuzz_dir}/fuzz.log)"
+  cat "${fuzz_dir}/fuzz.log"
+fi
+if [[ ${check_rc} -ne 0 ]]; then
+  step="$([[ ${check_rc} -eq 10 ]] && echo "build build-check/" || echo "ctest build-check/")"
+  exit 1
+fi
+if [[ ${sanitize_test_rc} -ne 0 ]]; then
+  step="ctest build-sanitize/"
+  exit 1
+fi
+if [[ ${fuzz_rc} -ne 0 ]]; then
+  step="fuzz (${fuzz_dir}/fuzz, ${fuzz_seconds} s per fuzzer)"
+  exit 1
 fi
 
 step="done"
