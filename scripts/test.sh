@@ -15,9 +15,9 @@
 #                       corpora (scripts/run_fuzzers.sh); any crash, leak or sanitizer report
 #                       fails. COULOMB_FUZZ_SECONDS=0 skips the step.
 # The builds of steps 1 and 2 run at the same time (their logs go to build-check/build.log and
-# build-sanitize/build.log; a failing build prints the end of its log), step 1's ctest as soon
-# as its build ends, and the fuzzers while step 2's tests run: on CI's two cores the check is
-# bound by CPU, and this keeps both cores busy (see the comment above the builds).
+# build-sanitize/build.log; a failing build prints the end of its log), and step 1's ctest as
+# soon as its build ends: on CI's two cores the check is bound by CPU, and this keeps both cores
+# busy (see the comment above the builds).
 # The unit tests are compiled once, in step 2: a second, unsanitized build of them would double
 # the time of the whole check. COULOMB_RELEASE_TESTS=1 also builds and runs them in step 1, which is then a Release build.
 # build/ is left alone: it is the optimized tree of scripts/demo.sh and of the benchmarks.
@@ -97,11 +97,10 @@ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DCOULOMB_SANITIZE=ON -DCO
   -DCOULOMB_BUILD_FUZZERS="$([[ "${fuzz_dir}" == build-sanitize ]] && echo ON || echo OFF)" \
   ${sanitize_cxx:+-DCMAKE_CXX_COMPILER="${sanitize_cxx}"}
 
-# --- 1 and 2: build both at once; then test, and fuzz while testing ------------------------
+# --- 1 and 2: build both at once, then test -----------------------------------------------
 # On 2 cores the check is bound by CPU: whatever runs at the same time fills the cores that
 # one build alone leaves idle (the end of a build, ctest's process starts). build-check/ runs its
-# ctest as soon as it is built, while build-sanitize/ still compiles; the fuzzers, which are
-# bounded by time rather than work, run while the sanitized unit tests run.
+# ctest as soon as it is built, while build-sanitize/ still compiles.
 step="build build-check/ and build-sanitize/ (logs: <dir>/build.log; build-check/ctest.log)"
 echo "==> ${step}"
 build_start=${SECONDS}
@@ -143,14 +142,6 @@ if [[ "${fuzz_dir}" == "build-fuzz" ]]; then
   echo "==> ${step}"
   cmake --build build-fuzz -j"${JOBS}" --target fuzz_model_file fuzz_tsv fuzz_text
 fi
-fuzz_pid=""
-if [[ -n "${fuzz_dir}" ]]; then
-  echo "==> fuzz (${fuzz_dir}/fuzz, ${fuzz_seconds} s per fuzzer; log: ${fuzz_dir}/fuzz.log)"
-  COULOMB_FUZZ_SECONDS="${fuzz_seconds}" COULOMB_FUZZ_JOBS="${COULOMB_FUZZ_JOBS:-3}" \
-    scripts/run_fuzzers.sh "${fuzz_dir}" >"${fuzz_dir}/fuzz.log" 2>&1 &
-  fuzz_pid=$!
-fi
-
 step="ctest build-sanitize/"
 echo "==> ${step}"
 sanitize_test_rc=0
@@ -159,18 +150,11 @@ ctest --test-dir build-sanitize --output-on-failure -j2 -LE fuzz \
 
 check_rc=0
 wait "${check_pid}" || check_rc=$?
-fuzz_rc=0
-[[ -n "${fuzz_pid}" ]] && { wait "${fuzz_pid}" || fuzz_rc=$?; }
-
 echo "==> ctest build-check/ (build-check/ctest.log)"
 if [[ ${check_rc} -eq 10 ]]; then
   show_build_failure build-check
 else
   cat build-check/ctest.log
-fi
-if [[ -n "${fuzz_pid}" ]]; then
-  echo "==> fuzz (${fuzz_dir}/fuzz.log)"
-  cat "${fuzz_dir}/fuzz.log"
 fi
 if [[ ${check_rc} -ne 0 ]]; then
   step="$([[ ${check_rc} -eq 10 ]] && echo "build build-check/" || echo "ctest build-check/")"
@@ -180,9 +164,14 @@ if [[ ${sanitize_test_rc} -ne 0 ]]; then
   step="ctest build-sanitize/"
   exit 1
 fi
-if [[ ${fuzz_rc} -ne 0 ]]; then
+
+# The fuzzers last and alone: they are bounded by time, so anything running beside them would
+# take executions from them (measured: half as many beside the sanitized unit tests).
+if [[ -n "${fuzz_dir}" ]]; then
   step="fuzz (${fuzz_dir}/fuzz, ${fuzz_seconds} s per fuzzer)"
-  exit 1
+  echo "==> ${step}"
+  COULOMB_FUZZ_SECONDS="${fuzz_seconds}" COULOMB_FUZZ_JOBS="${COULOMB_FUZZ_JOBS:-3}" \
+    scripts/run_fuzzers.sh "${fuzz_dir}"
 fi
 
 step="done"
