@@ -36,7 +36,7 @@ finish() {
   local rc=$?
   local elapsed=$((SECONDS - start_time))
   if [[ ${rc} -eq 0 ]]; then
-    echo "test.sh: SUMMARY: all steps passed (Release build + sanitized unit tests${fuzz_dir:+ + fuzzing}) in ${elapsed}s"
+    echo "test.sh: SUMMARY: all steps passed (check build + sanitized unit tests${fuzz_dir:+ + fuzzing}) in ${elapsed}s"
   else
     echo "test.sh: SUMMARY: FAILED during '${step}' (exit status ${rc}) after ${elapsed}s" >&2
   fi
