@@ -80,20 +80,16 @@ fi
 # No -march=native (COULOMB_NATIVE=OFF): Eigen's AVX-512 paths cost a fifth of this build's
 # compilation (measured on the attention unit: 129.6 s -> 101.3 s of CPU), and the tests then
 # also cover the SSE2 code paths that a portable build of the library takes.
-# With clang, COULOMB_FAST_ISEL=ON (-mllvm -fast-isel): LLVM's fast instruction selector instead
-# of SelectionDAG. The sanitizers instrument the IR before it, so they check the same; the
+# COULOMB_FAST_ISEL=ON (-mllvm -fast-isel; ignored by compilers other than clang): LLVM's fast
+# instruction selector instead of SelectionDAG. The sanitizers instrument the IR before it, so they check the same; the
 # instrumented code is large and its instruction selection was a third of the compile time
 # (clang -ftime-trace on the attention unit: 64 of 192 s in code generation). Measured on the
 # particles and features units: the build takes 0.85–0.91 of the time, the tests 1.1 of theirs.
-sanitize_extra=()
-if [[ -n "${sanitize_cxx}" && "$(basename "${sanitize_cxx}")" == clang* ]]; then
-  sanitize_extra=(-DCOULOMB_FAST_ISEL=ON)
-fi
 step="configure build-sanitize/ (Debug, ASan+UBSan${sanitize_cxx:+, ${sanitize_cxx}})"
 echo "==> ${step}"
 cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DCOULOMB_SANITIZE=ON -DCOULOMB_WERROR=ON \
   -DCOULOMB_NATIVE=OFF -DCOULOMB_BUILD_BENCHMARKS=OFF -DCOULOMB_BUILD_EXAMPLES=OFF \
-  -DCOULOMB_TEST_SHARDS=ON "${sanitize_extra[@]}" \
+  -DCOULOMB_TEST_SHARDS=ON -DCOULOMB_FAST_ISEL=ON \
   -DCOULOMB_BUILD_FUZZERS="$([[ "${fuzz_dir}" == build-sanitize ]] && echo ON || echo OFF)" \
   ${sanitize_cxx:+-DCMAKE_CXX_COMPILER="${sanitize_cxx}"}
 

@@ -728,7 +728,7 @@ class LinearAttention {
         auto col = buf.e.col(j).tail(n - j);
         const Scalar sj = buf.log_scale(j);
         if (sj == neg_inf)
-          col.setZero();  // not exp(−∞): vectorized exp clamps its argument
+          col.setZero();  // a padded key; s_j − M_i would be NaN where M_i is −∞ too
         else
           col.array() = detail::exp_flushed(sj - buf.prefix.tail(n - j).array());
       }

@@ -226,7 +226,7 @@ class TextClassifier {
     ids_.assign(batch.ids.data(), batch.ids.data() + n);
     mask_ = batch.mask;
     token_.forward(ids_, x_);
-    const bool align = config_.pooling == PoolingKind::pair && config_.pair_alignment;
+    const bool align = config_.pair_alignment;  // only with the pair head (validate_config)
     if (align) tokens_ = x_;
     position_.forward_add(L, B, x_);
     if (config_.use_segments) {
@@ -287,7 +287,9 @@ class TextClassifier {
       }
       const Index d = config_.d_model;
       if (config_.pair_alignment) {
-        alignment_.backward(dpooled_.rightCols(2), mask_, segments_, dtokens_);
+        // Its gradient reaches only the token table: nothing to do when the table is frozen.
+        if (train_token_embedding_)
+          alignment_.backward(dpooled_.rightCols(2), mask_, segments_, dtokens_);
         pair_pool_.backward(dpooled_.leftCols(4 * d), mask_, segments_, dhf_);
       } else {
         pair_pool_.backward(dpooled_, mask_, segments_, dhf_);
@@ -305,8 +307,7 @@ class TextClassifier {
     }
     embed_dropout_.backward(dx_);
     if (train_token_embedding_) token_.backward(ids_, dx_);
-    if (train_token_embedding_ && config_.pooling == PoolingKind::pair && config_.pair_alignment)
-      token_.backward(ids_, dtokens_);
+    if (train_token_embedding_ && config_.pair_alignment) token_.backward(ids_, dtokens_);
     position_.backward(length_, batch_, dx_);
     if (config_.use_segments) segment_.backward(segments_, dx_);
   }
