@@ -9,6 +9,7 @@
 #include <numbers>
 #include <vector>
 
+#include <coulomb/core/check.hpp>
 #include <coulomb/nn/parameter.hpp>
 #include <coulomb/train/early_stopping.hpp>
 #include <coulomb/train/gradients.hpp>
@@ -150,6 +151,51 @@ TEST_CASE("RequireFiniteParameters_NamesTheStepAndParameter", "[train][finite]")
                     Contains("step 12: the value of parameter 'omega' has a non-finite entry inf "
                              "at (0, 1)"));
   CHECK_NOTHROW(require_finite_parameters(params, 12, FiniteCheck::gradients));
+}
+
+// all_finite (core/check.hpp), the vectorized check every block of a training step runs: it
+// must find one NaN or ±∞ wherever it is (in the vectorized body or the scalar tail, in a
+// strided block, in an expression) and accept every finite value, the largest included.
+TEMPLATE_TEST_CASE("AllFinite_FindsEveryNonFiniteEntryAndAcceptsEveryFiniteOne", "[train][finite]",
+                   float, double) {
+  using S = TestType;
+  using Lim = std::numeric_limits<S>;
+  using coulomb::detail::all_finite;
+  using RowMajor = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const S bad[] = {Lim::quiet_NaN(), Lim::infinity(), -Lim::infinity()};
+  const S good[] = {Lim::max(), Lim::lowest(), Lim::denorm_min(), S(-0.0), Lim::min()};
+  Matrix<S> big = Matrix<S>::Constant(37, 29, S(0.5));
+  RowMajor rows = RowMajor::Constant(3, 35, S(-2));
+  Eigen::Matrix<S, Eigen::Dynamic, 1> empty(0);
+  CHECK(all_finite(empty));
+  CHECK(all_finite(Matrix<S>(0, 1 << 20)));
+  // Every position of each shape: contiguous, row-major, a strided block, a Ref with an outer
+  // stride and an expression over that block.
+  auto each_position = [&](auto& target, auto&& view) {
+    for (Index j = 0; j < target.cols(); ++j) {
+      for (Index i = 0; i < target.rows(); ++i) {
+        const S keep = target(i, j);
+        for (const S b : bad) {
+          target(i, j) = b;
+          if (all_finite(view())) FAIL("missed " << b << " at (" << i << ", " << j << ")");
+        }
+        for (const S g : good) {
+          target(i, j) = g;
+          if (!all_finite(view())) FAIL("refused " << g << " at (" << i << ", " << j << ")");
+        }
+        target(i, j) = keep;
+      }
+    }
+  };
+  each_position(big, [&]() -> const Matrix<S>& { return big; });
+  each_position(rows, [&]() -> const RowMajor& { return rows; });
+  auto block = big.block(3, 2, 30, 21);
+  each_position(block, [&] { return big.block(3, 2, 30, 21); });
+  each_position(block, [&] {
+    return Eigen::Ref<const Matrix<S>, 0, Eigen::OuterStride<>>(big.block(3, 2, 30, 21));
+  });
+  each_position(block, [&] { return S(0.5) * big.block(3, 2, 30, 21).array(); });
+  CHECK(all_finite(big));
 }
 
 TEST_CASE("EarlyStopping_RestoresTheBestParameters", "[train][early_stopping]") {

@@ -377,6 +377,7 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
     std::unique_ptr<coulomb::train::ProgressReporter> progress;
     if (hooks.make_progress) progress = hooks.make_progress("phase B", "tokens");
     b.progress = progress.get();
+    b.validation_name = "development";
     result.phase_b = coulomb::train::train_phase_b(model, train_ids, dev_ids, b);
     result.phase_b_seconds = result.phase_b.seconds;
     if (result.phase_b.best_epoch >= 0)

@@ -471,7 +471,7 @@ class LinearAttention {
   /// ∞ as a denominator a silent 0. Costs a pass over C × (d_v + 1) numbers per block.
   template <typename Rows>
   void check_block_outputs(const Buffers& buf, const Rows& out) const {
-    if (buf.numden.allFinite() && out.allFinite()) return;
+    if (coulomb::detail::all_finite(buf.numden) && coulomb::detail::all_finite(out)) return;
     throw numerical_error(std::string("coulomb::LinearAttention::forward: the attention sums "
                                       "phi(q)^T sum_j phi(k_j) [v_j, 1] overflow ") +
                           (std::is_same_v<Scalar, float> ? "float" : "double") +
@@ -847,7 +847,7 @@ class LinearAttention {
       grads.dOmega.clear();
     }
     // A map outside coulomb may not refuse a non-finite dPhi: never return NaN gradients.
-    const auto finite = [](const MatrixType& g) { return g.allFinite(); };
+    const auto finite = [](const MatrixType& g) { return coulomb::detail::all_finite(g); };
     if (!finite(grads.dQ) || !finite(grads.dK) || !finite(grads.dV) ||
         !std::all_of(grads.dOmega.begin(), grads.dOmega.end(), finite)) {
       throw numerical_error(std::string(where) + ": the gradients overflow " +

@@ -177,7 +177,7 @@ class SoftmaxAttention {
               typename Workspace::Scratch& sc) const {
     auto S = sc.p.topLeftCorner(n, kend);
     S.noalias() = plan.s2 * q.middleRows(r0, n) * k.topRows(kend).transpose();
-    if (plan.check_scores && !S.allFinite()) {
+    if (plan.check_scores && !coulomb::detail::all_finite(S)) {
       std::ostringstream os;
       os << "coulomb::SoftmaxAttention: the scores s^2 q^T k overflow "
          << (std::is_same_v<Scalar, float> ? "float" : "double")

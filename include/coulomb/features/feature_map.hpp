@@ -382,7 +382,7 @@ class FeatureMapBase {
   template <typename D>
   void check_features(const Eigen::MatrixBase<D>& X, const MatrixType& Phi,
                       const VectorType* log_scale) const {
-    bool bad = !Phi.allFinite();
+    bool bad = !coulomb::detail::all_finite(Phi);
     if (log_scale) {
       for (Index i = 0; i < log_scale->size() && !bad; ++i) {
         const Scalar v = (*log_scale)(i);
@@ -396,7 +396,7 @@ class FeatureMapBase {
   template <typename D>
   void check_gradient(const Eigen::MatrixBase<D>& X, const MatrixType& dPhi, const MatrixType& g,
                       const char* g_name, const char* function) const {
-    if (g.allFinite()) return;
+    if (coulomb::detail::all_finite(g)) return;
     std::ostringstream what;
     what << "the gradient '" << g_name << "' overflows";
     throw_overflow(X, function, what.str(),
@@ -438,7 +438,8 @@ class FeatureMapBase {
       os << "argument 'X' has " << X.cols() << " columns, expected input_dim() = " << input_dim();
       detail::throw_invalid(name_of(fn.data()), os.str());
     }
-    if (!X.derived().allFinite()) detail::require_finite(X, name_of(fn.data()), "X");
+    if (!coulomb::detail::all_finite(X.derived()))
+      detail::require_finite(X, name_of(fn.data()), "X");
   }
 
   template <typename D>
@@ -447,7 +448,7 @@ class FeatureMapBase {
     check_input(X, function);
     detail::require_shape(Phi, X.rows(), output_dim(), name_of(function), "Phi");
     detail::require_shape(dPhi, X.rows(), output_dim(), name_of(function), "dPhi");
-    if (!dPhi.allFinite()) detail::require_finite(dPhi, name_of(function), "dPhi");
+    if (!coulomb::detail::all_finite(dPhi)) detail::require_finite(dPhi, name_of(function), "dPhi");
   }
 };
 

@@ -47,6 +47,7 @@
 
 #include <Eigen/Core>
 
+#include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "../core/error.hpp"
 #include "atomic_file.hpp"
@@ -289,11 +290,12 @@ void put_le(std::string& out, U value) {
   }
 }
 
-/// Whether every entry of `m` is finite, in O(size) whatever the shape (Eigen's allFinite
-/// loops over the columns even when there are no rows, so a 0 × 2³¹ tensor would cost 2³¹ steps).
+/// Whether every entry of `m` is finite, in O(size) whatever the shape (as one column, so that
+/// a 0 × 2³¹ tensor costs nothing even for a reduction that loops over the columns).
 template <RealScalar S>
 bool all_finite(const Matrix<S>& m) {
-  return Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>(m.data(), m.size()).allFinite();
+  return coulomb::detail::all_finite(
+      Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>(m.data(), m.size()));
 }
 
 /// Throws numerical_error unless every entry of every tensor is finite.

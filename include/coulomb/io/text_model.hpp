@@ -592,7 +592,7 @@ void require_finite_omegas(const ModelFile<S>& file, nn::TextClassifier<S, Map>&
     if (!is_omega) continue;
     const std::string name = std::string(TextModelFormat::tensor_prefix) + p.name;
     const Matrix<S>* t = file.find_tensor(name);
-    if (t == nullptr || t->allFinite()) continue;
+    if (t == nullptr || coulomb::detail::all_finite(*t)) continue;
     for (Index c = 0; c < t->cols(); ++c) {
       for (Index r = 0; r < t->rows(); ++r) {
         if (std::isfinite((*t)(r, c))) continue;

@@ -255,7 +255,7 @@ class ProjectedLangevin {
                               std::to_string(t) + " (" + e.what() +
                               "); the particles are those of the last finite step");
       }
-      if (!std::isfinite(energy) || !gradient.allFinite()) {
+      if (!std::isfinite(energy) || !coulomb::detail::all_finite(gradient)) {
         particles = last_finite;
         throw numerical_error(std::string(where) +
                               ": the energy or its gradient is not finite at step " +

@@ -170,7 +170,7 @@ class RieszEnergy {
     // +∞ and the gradient NaN (∞ · 0). Report it instead of returning them.
     if (!std::isfinite(energy * inv_n2) ||
         !std::isfinite(static_cast<double>(static_cast<Scalar>(energy * inv_n2))) ||
-        (gradient && !gradient->allFinite())) {
+        (gradient && !coulomb::detail::all_finite(*gradient))) {
       throw numerical_error(
           std::string(where) + ": the repulsion overflows " +
           (std::is_same_v<Scalar, float> ? "float" : "double") +

@@ -287,7 +287,7 @@ class AdamW {
                        detail::shape_text(t.value.rows(), t.value.cols()) + ", parameter '" +
                        p.name + "' is " + detail::shape_text(p.value->rows(), p.value->cols()));
       }
-      if (!t.value.allFinite() || (is_v && (t.value.array() < S(0)).any())) {
+      if (!coulomb::detail::all_finite(t.value) || (is_v && (t.value.array() < S(0)).any())) {
         coulomb::detail::throw_invalid(
             where,
             "tensor '" + t.name + "' has " + (is_v ? "a negative or " : "a ") + "non-finite entry");

@@ -47,7 +47,7 @@ void check_parameter(const nn::ParameterRef<S>& p, std::string_view where, bool 
 template <typename S>
 void require_finite_tensor(const Matrix<S>& m, std::string_view where, std::int64_t step,
                            std::string_view what, const std::string& name) {
-  if (m.allFinite()) return;
+  if (coulomb::detail::all_finite(m)) return;
   for (Index j = 0; j < m.cols(); ++j) {
     for (Index i = 0; i < m.rows(); ++i) {
       if (!std::isfinite(m(i, j))) {

@@ -227,7 +227,10 @@ struct PhaseBOptions {
   Index eval_batch_size = 128;           ///< sequences per evaluation forward (≥ 1)
   std::uint64_t seed = 0;                ///< seeds the batch order and the dropout masks
   ProgressReporter* progress = nullptr;  ///< step progress (not owned; finished at the end)
-  CheckpointOptions checkpoint{};        ///< checkpoints and resuming (default: none)
+  /// What the progress messages call the `validation` set of train_phase_b (for example
+  /// "development" when it is held out from the training split).
+  std::string validation_name = "validation";
+  CheckpointOptions checkpoint{};  ///< checkpoints and resuming (default: none)
 
   /// Throws invalid_argument, naming the field, unless every field is valid.
   void validate() const {
@@ -348,7 +351,7 @@ class PhaseBStepper {
       if (std::string_view(e.what()).find("non-finite") == std::string_view::npos) throw;
       overflow(t, where, e.what());
     }
-    if (!logits_.allFinite()) overflow(t, where, "the logits are not finite");
+    if (!coulomb::detail::all_finite(logits_)) overflow(t, where, "the logits are not finite");
     const S loss = nn::softmax_cross_entropy(logits_, std::span<const int>(batch.labels), dlogits_);
     if (!std::isfinite(static_cast<double>(loss))) overflow(t, where, "the loss is not finite");
     model_->zero_grad();
@@ -688,8 +691,8 @@ PhaseBHistory run_phase_b(nn::TextClassifier<S, Map>& model, const EncodedDatase
       os << "epoch " << (epoch + 1) << "/" << options.epochs << ": train loss "
          << record.train_loss;
       if (validate_epochs)
-        os << ", validation accuracy " << record.validation_accuracy << ", loss "
-           << record.validation_loss << (record.improved ? " (best)" : "");
+        os << ", " << options.validation_name << " accuracy " << record.validation_accuracy
+           << ", loss " << record.validation_loss << (record.improved ? " (best)" : "");
       progress->message(os.str());
     }
     if (validate_epochs && stop.should_stop()) {
