@@ -53,6 +53,12 @@ struct AttentionOptions {
   /// Linear attention only: also compute ∂L/∂Ω in backward (false: frozen-kernel mode, which
   /// saves one GEMM per feature map).
   bool omega_gradient = true;
+  /// Linear attention, non-causal only: the forward keeps the features Φ(Q) and Φ(K) of every
+  /// block in the workspace (2·B·H·L·m numbers) so that the backward reuses them instead of
+  /// mapping the queries and keys again. Results are the same bit for bit; memory then grows
+  /// with L·m. Off by default (the forward alone needs O(C·m) per thread); nn::TextClassifier,
+  /// which trains, turns it on.
+  bool keep_features = false;
 };
 
 /// Gradients of a scalar loss with respect to the attention inputs, filled by `backward`.

@@ -16,7 +16,8 @@
 /// Both forms cost O(L·D·(d_k + d_v)) time and O(D·d_v) state per task. The keys and values
 /// are stored together as [V, 1], so S and z form one D×(d_v+1) matrix Sz and every step is a
 /// GEMM. Sequences are processed in blocks of C rows (`AttentionOptions::block_size`): a block
-/// of features (C×D) lives only while it is used, so memory does not grow with L·D. Causal
+/// of features (C×D) lives only while it is used, so memory does not grow with L·D (unless
+/// AttentionOptions::keep_features keeps them from a non-causal forward for its backward). Causal
 /// attention is computed block by block: the state of the previous blocks (inter-block, a GEMM)
 /// plus the lower-triangular product inside the block (intra-block). Its backward recomputes
 /// the running states in a forward sweep (gradients of the queries) and accumulates the
@@ -122,6 +123,16 @@ struct BlockBuffers {
   Vector<Scalar> rfac;    // causal: r_i = e^{B − M_i}, the factor of the incoming state
 };
 
+/// The features of one block kept from a non-causal forward for the backward
+/// (AttentionOptions::keep_features). The matrices are swapped with the block buffers, never
+/// copied.
+template <typename Scalar>
+struct KeptBlock {
+  Matrix<Scalar> phi_q;  // n × D: Φ(s·Q) with per-row shifts
+  Matrix<Scalar> phi_k;  // n × D: Φ(s·K) at the block's shift, padded rows 0
+  Scalar shift = 0;      // the block's key shift b (−∞: no real key, phi_k unused)
+};
+
 /// Per-thread buffers.
 template <typename Scalar>
 struct LinearScratch {
@@ -166,8 +177,10 @@ class LinearAttentionWorkspace {
   Matrix<Scalar> rfac_;         // L × tasks (causal backward): r_i
   Matrix<Scalar> block_shift_;  // (blocks + 1) × tasks (causal backward): state shift entering
                                 // each block, and the final one
+  std::vector<detail::KeptBlock<Scalar>> kept_;  // tasks × blocks (keep_features)
   detail::AttentionDims saved_dims_;
   bool saved_valid_ = false;
+  bool kept_valid_ = false;  // kept_ holds the features of the last forward
   bool saved_masked_ = false;
 };
 
@@ -323,6 +336,7 @@ class LinearAttention {
   using Buffers = detail::BlockBuffers<Scalar>;
   using Scratch = detail::LinearScratch<Scalar>;
   using KeyState = detail::KeyState<Scalar>;
+  using KeptBlock = detail::KeptBlock<Scalar>;
 
   /// One (sequence, head) task: views of its rows and columns.
   struct Task {
@@ -557,19 +571,28 @@ class LinearAttention {
       if (!tk.valid[r0 + i]) rows.row(i).setZero();
   }
 
-  /// Key sums of blocks [c0, c1) added to st.
+  /// Key sums of blocks [c0, c1) added to st. With `kept` (the task's kept blocks), the key
+  /// features and shifts are kept there.
   void accumulate_keys(const Task& tk, const Plan& plan, Index c0, Index c1, Scratch& sc,
-                       KeyState& st) const {
+                       KeyState& st, KeptBlock* kept = nullptr) const {
     for (Index c = c0; c < c1; ++c) {
       const Index r0 = c * plan.block;
       const Index n = plan.rows(c);
       Buffers& buf = buffers(sc, plan, n);
       const Scalar b = map_keys(tk, r0, n, buf, true);
+      if (kept) kept[c].shift = b;
       if (b == neg_inf) continue;
       load_values(tk, r0, n, plan.dims.dv, buf);
       const Scalar alpha = st.absorb(b);
       st.sz.noalias() += alpha * buf.phi_k.transpose() * buf.vx;
+      if (kept) buf.phi_k.swap(kept[c].phi_k);
     }
+  }
+
+  /// The kept blocks of task t, or nullptr when the forward does not keep features.
+  KeptBlock* kept_blocks(Workspace& ws, const Plan& plan, Index t) const {
+    if (!options_.keep_features || options_.causal) return nullptr;
+    return ws.kept_.data() + t * plan.blocks;
   }
 
   // ---- scheduling -------------------------------------------------------------------------
@@ -634,9 +657,13 @@ class LinearAttention {
     const Plan plan = make_plan(dims);
     Out.resize(dims.batch * dims.length, dims.heads * dims.dv);
     ws.saved_valid_ = false;
+    ws.kept_valid_ = false;
     prepare(ws, plan, false);
     if (!options_.causal && ws.saved_.size() < static_cast<std::size_t>(dims.tasks()))
       ws.saved_.resize(static_cast<std::size_t>(dims.tasks()));
+    const bool keep = options_.keep_features && !options_.causal;
+    if (keep && ws.kept_.size() < static_cast<std::size_t>(dims.tasks() * plan.blocks))
+      ws.kept_.resize(static_cast<std::size_t>(dims.tasks() * plan.blocks));
     run_tasks(plan, [&](Index t, int thread) {
       const Task tk = task(Q, K, V, mask, plan, t);
       auto out = Out.block(tk.row0, tk.head * dims.dv, dims.length, dims.dv);
@@ -649,6 +676,7 @@ class LinearAttention {
       ws.saved_dims_ = dims;
       ws.saved_masked_ = mask != nullptr;
       ws.saved_valid_ = true;
+      ws.kept_valid_ = keep;
     }
   }
 
@@ -657,16 +685,17 @@ class LinearAttention {
                               OutBlock& out) const {
     const Index dv = plan.dims.dv;
     KeyState& total = ws.saved_[static_cast<std::size_t>(t)];
+    KeptBlock* kept = kept_blocks(ws, plan, t);
     if (plan.parts == 1) {
       total.clear(plan.D, dv + 1);
       accumulate_keys(tk, plan, 0, plan.blocks, ws.scratch_[static_cast<std::size_t>(thread)],
-                      total);
+                      total, kept);
     } else {
       detail::parallel_for(plan.parts, plan.threads, [&](Index p, int th) {
         auto& local = ws.parts_[static_cast<std::size_t>(p)];
         local.clear(plan.D, dv + 1);
         accumulate_keys(tk, plan, plan.part_begin(p), plan.part_begin(p + 1),
-                        ws.scratch_[static_cast<std::size_t>(th)], local);
+                        ws.scratch_[static_cast<std::size_t>(th)], local, kept);
       });
       total = ws.parts_[0];
       for (Index p = 1; p < plan.parts; ++p) total.merge(ws.parts_[static_cast<std::size_t>(p)]);
@@ -683,6 +712,7 @@ class LinearAttention {
         out.middleRows(r0, n) =
             (buf.numden.leftCols(dv).array().colwise() * buf.inv_den.array()).matrix();
         check_block_outputs(buf, out.middleRows(r0, n));
+        if (kept) buf.phi_q.swap(kept[c].phi_q);
       }
     });
   }
@@ -821,6 +851,10 @@ class LinearAttention {
     }
     const Plan plan = make_plan(dims);
     prepare(ws, plan, true);
+    // Invalid while the kept features are swapped in and out: a backward that throws midway
+    // leaves them mixed with the buffers, and a later backward then maps again.
+    const bool kept_ok = ws.kept_valid_ && options_.keep_features && !options_.causal;
+    ws.kept_valid_ = false;
     grads.dQ.resize(Q.rows(), Q.cols());
     grads.dK.resize(K.rows(), K.cols());
     grads.dV.resize(V.rows(), V.cols());
@@ -834,8 +868,9 @@ class LinearAttention {
       if (options_.causal)
         causal_backward_task(tk, plan, ws, thread, t, Out, dOut, grads);
       else
-        noncausal_backward_task(tk, plan, ws, thread, t, Out, dOut, grads);
+        noncausal_backward_task(tk, plan, ws, thread, t, kept_ok, Out, dOut, grads);
     });
+    ws.kept_valid_ = kept_ok;
     if (options_.omega_gradient) {
       grads.dOmega.resize(maps_.size());
       for (std::size_t i = 0; i < maps_.size(); ++i) {
@@ -857,13 +892,17 @@ class LinearAttention {
   }
 
   void noncausal_backward_task(const Task& tk, const Plan& plan, Workspace& ws, int thread, Index t,
-                               const ConstRef& Out, const ConstRef& dOut, Gradients& grads) const {
+                               bool kept_ok, const ConstRef& Out, const ConstRef& dOut,
+                               Gradients& grads) const {
     const Index dv = plan.dims.dv;
     const Index dk = plan.dims.dk;
     const Index L = plan.dims.length;
     const KeyState& st = ws.saved_[static_cast<std::size_t>(t)];
     const auto out = Out.block(tk.row0, tk.head * dv, L, dv);
     const auto G = dOut.block(tk.row0, tk.head * dv, L, dv);
+    // The forward's features when it kept them (swapped in and back out, so that another
+    // backward of the same forward finds them again), else mapped again.
+    KeptBlock* kept = kept_ok ? kept_blocks(ws, plan, t) : nullptr;
 
     // Queries: dΦ_Q = [dnum, dden] Szᵀ, and ∂L/∂Sz = Σ_i Φ_Q,iᵀ [dnum_i, dden_i].
     run_parts(plan, thread, [&](Index p, int th) {
@@ -874,7 +913,10 @@ class LinearAttention {
         const Index r0 = c * plan.block;
         const Index n = plan.rows(c);
         Buffers& buf = buffers(sc, plan, n);
-        map_queries(tk, r0, n, buf);
+        if (kept)
+          buf.phi_q.swap(kept[c].phi_q);
+        else
+          map_queries(tk, r0, n, buf);
         buf.factor.noalias() = buf.phi_q * st.sz.col(dv);  // denominators
         invert_denominators(tk, r0, buf.factor, buf);
         output_gradients(G.middleRows(r0, n), out.middleRows(r0, n), buf);
@@ -882,6 +924,7 @@ class LinearAttention {
         dsz.noalias() += buf.phi_q.transpose() * buf.gx;
         map_backward(tk, tk.q.middleRows(r0, n), buf.phi_q, buf, sc,
                      grads.dQ.block(tk.row0 + r0, tk.head * dk, n, dk));
+        if (kept) buf.phi_q.swap(kept[c].phi_q);
       }
     });
     const MatrixType* dsz_total = &ws.scratch_[static_cast<std::size_t>(thread)].dsz;
@@ -902,12 +945,15 @@ class LinearAttention {
         Buffers& buf = buffers(sc, plan, n);
         auto dK = grads.dK.block(tk.row0 + r0, tk.head * dk, n, dk);
         auto dV = grads.dV.block(tk.row0 + r0, tk.head * dv, n, dv);
-        const Scalar b = map_keys(tk, r0, n, buf, false);
+        // Kept key features have their padded rows at 0, recomputed ones at their own shift:
+        // either way those rows get dΦ = 0 and contribute nothing.
+        const Scalar b = kept ? kept[c].shift : map_keys(tk, r0, n, buf, false);
         if (b == neg_inf) {
           dK.setZero();
           dV.setZero();
           continue;
         }
+        if (kept) buf.phi_k.swap(kept[c].phi_k);
         const Scalar alpha = detail::exp_difference(b, st.shift);
         load_values(tk, r0, n, dv, buf);
         buf.dphi.noalias() = alpha * buf.vx * dsz.transpose();
@@ -915,6 +961,7 @@ class LinearAttention {
         zero_padded_rows(tk, r0, buf.dphi);
         zero_padded_rows(tk, r0, dV);
         map_backward(tk, tk.k.middleRows(r0, n), buf.phi_k, buf, sc, dK);
+        if (kept) buf.phi_k.swap(kept[c].phi_k);
       }
     });
   }

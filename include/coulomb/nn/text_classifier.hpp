@@ -511,6 +511,9 @@ class TextClassifier {
     lo.attention.num_heads = c.num_heads;
     lo.attention.num_threads = c.num_threads;
     lo.attention.omega_gradient = c.train_omega;
+    // A training model: its backward reuses the forward's features (the same results, one
+    // feature map per block less; memory 2·B·H·L·m per layer).
+    lo.attention.keep_features = true;
 
     // Random streams: embeddings, feature maps, each layer, classifier (docs/model.md).
     Rng root(seed);
