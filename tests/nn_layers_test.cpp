@@ -73,6 +73,42 @@ TEST_CASE("NnLinear_BackwardMatchesFiniteDifferences", "[nn][layers]") {
   CHECK_THROWS_WITH(coulomb::nn::Linear<double>(0, 3), Contains("'input_dim'"));
 }
 
+// Linear::set_num_threads splits the products into row ranges, one per thread. The split
+// layer must agree with the unsplit one: Y and dX row by row (each row is the same product),
+// ∂L/∂W as a sum of partial products (rounding only), for row counts that do not divide evenly.
+TEST_CASE("NnLinear_SplitProductsAgreeWithOneThread", "[nn][layers]") {
+  coulomb::Rng rng = coulomb_test::test_rng("NnLinear_SplitProductsAgreeWithOneThread");
+  coulomb::nn::Linear<double> one(16, 24);
+  one.initialize(rng);
+  one.bias() = gaussian(24, 1, rng);
+  CHECK_THROWS_WITH(one.set_num_threads(-1), Contains("'threads'"));
+  for (const int threads : {2, 3, 0}) {
+    for (const Index rows :
+         {Index(7), 2 * coulomb::nn::Linear<double>::min_rows_per_thread + 1, Index(1543)}) {
+      INFO("threads " << threads << " rows " << rows);
+      coulomb::nn::Linear<double> split = one;
+      split.set_num_threads(threads);
+      CHECK(split.num_threads() == threads);
+      const Mat<double> X = gaussian(rows, 16, rng);
+      const Mat<double> R = gaussian(rows, 24, rng);
+      Mat<double> Y1, Ys, dX1, dXs;
+      one.forward(X, Y1);
+      split.forward(X, Ys);
+      CHECK(coulomb_test::rel_diff(Ys, Y1) < 1e-15);
+      one.zero_grad();
+      split.zero_grad();
+      one.backward(X, R, dX1);
+      split.backward(X, R, dXs);
+      CHECK(coulomb_test::rel_diff(dXs, dX1) < 1e-15);
+      CHECK(coulomb_test::rel_diff(split.weight_gradient(), one.weight_gradient()) < 1e-14);
+      CHECK(coulomb_test::rel_diff(split.bias_gradient(), one.bias_gradient()) < 1e-15);
+      split.backward_add(X, R, dXs);
+      CHECK(coulomb_test::rel_diff(dXs, 2 * dX1) < 1e-15);
+      CHECK(coulomb_test::rel_diff(split.weight_gradient(), 2 * one.weight_gradient()) < 1e-14);
+    }
+  }
+}
+
 TEST_CASE("NnLayerNorm_NormalizesAndBackwardMatchesFiniteDifferences", "[nn][layers]") {
   coulomb::Rng rng = coulomb_test::test_rng("NnLayerNorm_NormalizesAndBackward");
   coulomb::nn::LayerNorm<double> norm(5);

@@ -20,14 +20,17 @@
 /// kept entries are scaled by 1/(1 − p), so evaluation is the identity).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numbers>
 #include <random>
 #include <string>
+#include <vector>
 
 #include <Eigen/Core>
 
+#include "../attention/detail_parallel.hpp"
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "../core/random.hpp"
@@ -96,22 +99,44 @@ class Linear {
   /// Number of output features.
   Index output_dim() const noexcept { return w_.cols(); }
 
+  /// Threads of the products (0: all OpenMP threads, 1 without OpenMP). With T > 1 and at
+  /// least min_rows_per_thread rows per range, every product is split into T row ranges, one
+  /// per thread: Y and dX by rows, ∂L/∂W as a sum of T partial products added in a fixed order.
+  /// For the thin products of a Transformer layer (d = 64) this is about 1.8 times faster on
+  /// two threads, where Eigen's own parallel GEMM is slower than one thread. Results depend on
+  /// T only through the rounding of ∂L/∂W, and are the same for the same T.
+  void set_num_threads(int threads) {
+    detail::require(threads >= 0, "coulomb::nn::Linear::set_num_threads",
+                    "argument 'threads' must be >= 0, got " + std::to_string(threads));
+    threads_ = threads;
+  }
+  /// The threads set by set_num_threads (default 1).
+  int num_threads() const noexcept { return threads_; }
+  /// Fewest rows per thread for which the products are split.
+  static constexpr Index min_rows_per_thread = 256;
+
   /// Y = X W + 1 bᵀ (Y resized to n × out). X must have input_dim() columns; Y must not
   /// alias X.
   void forward(const ConstRef& X, MatrixType& Y) const {
     detail::require_cols(X, input_dim(), "coulomb::nn::Linear::forward", "X");
+    Y.resize(X.rows(), output_dim());
     // The bias first, then the GEMM accumulates into Y: one pass over Y fewer than
     // Y = X W (which Eigen zero-fills first) followed by Y += 1 bᵀ.
-    Y.resize(X.rows(), output_dim());
-    Y.rowwise() = b_.col(0).transpose();
-    Y.noalias() += X * w_;
+    for_row_ranges(X.rows(), [&](Index r0, Index n, int) {
+      auto y = Y.middleRows(r0, n);
+      y.rowwise() = b_.col(0).transpose();
+      y.noalias() += X.middleRows(r0, n) * w_;
+    });
   }
 
   /// Given dY = ∂L/∂Y for the input X of the forward: ∂L/∂W += Xᵀ dY, ∂L/∂b += dYᵀ 1, and
   /// dX = dY Wᵀ (overwritten; must not alias dY).
   void backward(const ConstRef& X, const ConstRef& dY, MatrixType& dX) {
     backward_params(X, dY);
-    dX.noalias() = dY * w_.transpose();
+    dX.resize(dY.rows(), input_dim());
+    for_row_ranges(dY.rows(), [&](Index r0, Index n, int) {
+      dX.middleRows(r0, n).noalias() = dY.middleRows(r0, n) * w_.transpose();
+    });
   }
 
   /// As backward, but adds dY Wᵀ to dX (which must already be n × in): for an input that
@@ -119,7 +144,9 @@ class Linear {
   void backward_add(const ConstRef& X, const ConstRef& dY, MatrixType& dX) {
     backward_params(X, dY);
     detail::require_shape(dX, dY.rows(), input_dim(), "coulomb::nn::Linear::backward_add", "dX");
-    dX.noalias() += dY * w_.transpose();
+    for_row_ranges(dY.rows(), [&](Index r0, Index n, int) {
+      dX.middleRows(r0, n).noalias() += dY.middleRows(r0, n) * w_.transpose();
+    });
   }
 
   /// Only the parameter gradients: ∂L/∂W += Xᵀ dY, ∂L/∂b += dYᵀ 1.
@@ -127,7 +154,18 @@ class Linear {
     const char* where = "coulomb::nn::Linear::backward";
     detail::require_cols(X, input_dim(), where, "X");
     detail::require_shape(dY, X.rows(), output_dim(), where, "dY");
-    dw_.noalias() += X.transpose() * dY;
+    const int T = split_threads(X.rows());
+    if (T == 1) {
+      dw_.noalias() += X.transpose() * dY;
+    } else {
+      if (partial_.size() < static_cast<std::size_t>(T))
+        partial_.resize(static_cast<std::size_t>(T));
+      for_row_ranges(X.rows(), [&](Index r0, Index n, int i) {
+        partial_[static_cast<std::size_t>(i)].noalias() =
+            X.middleRows(r0, n).transpose() * dY.middleRows(r0, n);
+      });
+      for (int i = 0; i < T; ++i) dw_ += partial_[static_cast<std::size_t>(i)];
+    }
     db_.col(0).noalias() += dY.colwise().sum().transpose();
   }
 
@@ -158,7 +196,34 @@ class Linear {
   const MatrixType& bias_gradient() const noexcept { return db_; }
 
  private:
+  /// Row ranges the products of `rows` rows are split into: the threads set (0: all OpenMP
+  /// threads). A set count splits the same way without OpenMP (the ranges then run one after
+  /// the other), so a given setting gives the same bits with and without OpenMP.
+  int split_threads(Index rows) const noexcept {
+    const int T = threads_ > 0 ? threads_ : coulomb::detail::resolve_threads(0);
+    if (T <= 1 || rows < 2 * min_rows_per_thread) return 1;
+    return static_cast<int>(std::min<Index>(T, rows / min_rows_per_thread));
+  }
+
+  /// body(r0, n, i) for T contiguous row ranges [r0, r0 + n) of `rows`, range i on thread i
+  /// (one range on the calling thread when the products are not split).
+  template <typename Body>
+  void for_row_ranges(Index rows, Body&& body) const {
+    const int T = split_threads(rows);
+    if (T == 1) {
+      body(Index(0), rows, 0);
+      return;
+    }
+    coulomb::detail::parallel_for(T, T, [&](Index i, int) {
+      const Index r0 = rows * i / T;
+      const Index r1 = rows * (i + 1) / T;
+      body(r0, r1 - r0, static_cast<int>(i));
+    });
+  }
+
   MatrixType w_, b_, dw_, db_;
+  std::vector<MatrixType> partial_;  // per thread: Xᵀ dY of its rows (backward_params)
+  int threads_ = 1;
 };
 
 /// Layer normalization over the features of each token (row):

@@ -550,6 +550,15 @@ class TextClassifier {
       Rng hidden_rng = root.split(static_cast<std::uint64_t>(3 + c.num_layers));
       pair_hidden_.initialize(hidden_rng);
     }
+    // The affine layers split their products over the attention threads (Linear::set_num_threads).
+    for (auto& layer : layers_) {
+      auto& a = layer.attention();
+      for (Linear<Scalar>* l : {&a.query_projection(), &a.key_projection(), &a.value_projection(),
+                                &a.output_projection(), &layer.ffn_in(), &layer.ffn_out()})
+        l->set_num_threads(c.num_threads);
+    }
+    classifier_.set_num_threads(c.num_threads);
+    pair_hidden_.set_num_threads(c.num_threads);
   }
 
   /// Copies the map's Ω (and phases) into parameter slot k.
