@@ -589,10 +589,12 @@ class LinearAttention {
     }
   }
 
+  /// Whether the forward keeps its features for the backward (keep_features, non-causal).
+  bool keeps_features() const noexcept { return options_.keep_features && !options_.causal; }
+
   /// The kept blocks of task t, or nullptr when the forward does not keep features.
   KeptBlock* kept_blocks(Workspace& ws, const Plan& plan, Index t) const {
-    if (!options_.keep_features || options_.causal) return nullptr;
-    return ws.kept_.data() + t * plan.blocks;
+    return keeps_features() ? ws.kept_.data() + t * plan.blocks : nullptr;
   }
 
   // ---- scheduling -------------------------------------------------------------------------
@@ -661,7 +663,7 @@ class LinearAttention {
     prepare(ws, plan, false);
     if (!options_.causal && ws.saved_.size() < static_cast<std::size_t>(dims.tasks()))
       ws.saved_.resize(static_cast<std::size_t>(dims.tasks()));
-    const bool keep = options_.keep_features && !options_.causal;
+    const bool keep = keeps_features();
     if (keep && ws.kept_.size() < static_cast<std::size_t>(dims.tasks() * plan.blocks))
       ws.kept_.resize(static_cast<std::size_t>(dims.tasks() * plan.blocks));
     run_tasks(plan, [&](Index t, int thread) {
@@ -853,7 +855,7 @@ class LinearAttention {
     prepare(ws, plan, true);
     // Invalid while the kept features are swapped in and out: a backward that throws midway
     // leaves them mixed with the buffers, and a later backward then maps again.
-    const bool kept_ok = ws.kept_valid_ && options_.keep_features && !options_.causal;
+    const bool kept_ok = ws.kept_valid_ && keeps_features();
     ws.kept_valid_ = false;
     grads.dQ.resize(Q.rows(), Q.cols());
     grads.dK.resize(K.rows(), K.cols());
