@@ -114,6 +114,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--freeze-embeddings", cfg.freeze_embeddings,
                "Keep the token embeddings at their random draw (not trained)");
+  app.add_flag("--swap-pairs", cfg.swap_pairs,
+               "Sentence pairs: train on every training pair in both orders (the development and "
+               "validation splits are left as they are)");
   app.add_flag(
       "--tune-threshold", cfg.tune_threshold,
       "Binary tasks: choose the decision threshold that maximizes the development "

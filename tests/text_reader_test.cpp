@@ -344,4 +344,32 @@ TEST_CASE("Text_BundledDatasetsMatchTheirProvenanceNotes", "[text][io][gzip][dat
   CHECK(sst.class_counts() == std::vector<Index>{428, 444});
 }
 
+TEST_CASE("Text_SwappedPairsAppendEveryPairInTheOtherOrder", "[text][data]") {
+  coulomb::TextDataset pairs;
+  pairs.source = "pairs.tsv";
+  pairs.is_pair = true;
+  pairs.examples = {{"a b", "c", 1, 2}, {"d", "e f", 0, 3}, {"", "g", 1, 4}};
+  const coulomb::TextDataset both = coulomb::with_swapped_pairs(pairs);
+  REQUIRE(both.size() == 6);
+  CHECK(both.is_pair);
+  CHECK(both.source == pairs.source);
+  for (Index i = 0; i < 3; ++i) {
+    const auto& e = pairs.examples[static_cast<std::size_t>(i)];
+    const auto& kept = both.examples[static_cast<std::size_t>(i)];
+    const auto& swapped = both.examples[static_cast<std::size_t>(i + 3)];
+    CHECK((kept.text_a == e.text_a && kept.text_b == e.text_b));
+    CHECK((swapped.text_a == e.text_b && swapped.text_b == e.text_a));
+    CHECK((swapped.label == e.label && swapped.line == e.line));
+  }
+  CHECK(both.class_counts() == std::vector<Index>{2, 4});
+
+  coulomb::TextDataset single;
+  single.source = "single.tsv";
+  single.examples = {{"a", "", 0, 2}};
+  CHECK_THROWS_AS(coulomb::with_swapped_pairs(single), coulomb::invalid_argument);
+  CHECK_THROWS_WITH(coulomb::with_swapped_pairs(single),
+                    Catch::Matchers::Contains("single.tsv") &&
+                        Catch::Matchers::Contains("single sentences"));
+}
+
 }  // namespace text_reader_test

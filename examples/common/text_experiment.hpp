@@ -75,6 +75,9 @@ struct TextExperimentConfig {
   coulomb::Index pair_hidden = 0;  ///< hidden width of the pair head (0: none)
   bool freeze_embeddings = false;  ///< keep the token embeddings at their random draw
   bool pair_alignment = false;     ///< pair head: add the alignment features (nn::PairAlignment)
+  /// Sentence pairs: train on every training pair in both orders (with_swapped_pairs); the
+  /// development and validation splits are left as they are.
+  bool swap_pairs = false;
   /// Binary tasks: choose the decision threshold on the development set (after Phase B) and
   /// fold it into the classifier's bias.
   bool tune_threshold = false;
@@ -262,7 +265,12 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   const coulomb::Vocabulary vocab = coulomb::build_vocabulary(train, vocab_options);
   const coulomb::TextEncoder encoder(vocab,
                                      {.max_length = result.config.max_length, .add_cls = false});
-  const coulomb::EncodedDataset train_ids = encoder.encode(train);
+  if (cfg.swap_pairs && !full_train.is_pair)
+    coulomb::detail::throw_invalid("text_experiment", "swap_pairs needs a sentence-pair dataset, '" +
+                                                          train_path.string() +
+                                                          "' holds single sentences");
+  const coulomb::EncodedDataset train_ids =
+      encoder.encode(cfg.swap_pairs ? coulomb::with_swapped_pairs(train) : train);
   const coulomb::EncodedDataset dev_ids = encoder.encode(dev);
   const coulomb::EncodedDataset valid_ids = encoder.encode(validation);
   result.vocab_size = vocab.size();
@@ -620,6 +628,8 @@ inline std::string json_report(const TextExperimentResult& r, const std::string&
   s += c.freeze_embeddings ? "true" : "false";
   s += ", \"pair_alignment\": ";
   s += c.pair_alignment ? "true" : "false";
+  s += ", \"swap_pairs\": ";
+  s += c.swap_pairs ? "true" : "false";
   s += ", \"tune_threshold\": ";
   s += c.tune_threshold ? "true" : "false";
   s += ", ";

@@ -100,6 +100,23 @@ struct TextDataset {
   }
 };
 
+/// Order augmentation of a sentence-pair dataset: returns `data` followed by every pair with its
+/// two sentences exchanged (same label, same line), so a model sees each pair in both orders. A
+/// paraphrase or duplicate label does not depend on which sentence comes first, while the encoder
+/// (segment ids) and the pair head's [u, v, …] do; the copies teach that symmetry. Throws
+/// invalid_argument if `data` holds single sentences.
+inline TextDataset with_swapped_pairs(const TextDataset& data) {
+  if (!data.is_pair)
+    detail::throw_invalid("coulomb::with_swapped_pairs",
+                          "the dataset '" + data.source +
+                              "' holds single sentences, not sentence pairs");
+  TextDataset out = data;
+  out.examples.reserve(2 * data.examples.size());
+  for (const TextExample& e : data.examples)
+    out.examples.push_back(TextExample{e.text_b, e.text_a, e.label, e.line});
+  return out;
+}
+
 namespace detail {
 
 /// True if `s` has only ASCII blanks (or is empty).
