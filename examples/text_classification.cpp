@@ -7,7 +7,7 @@
 //   text_classification [--data DIR] [--task auto|single|pair|glue-mrpc|qqp]
 //                       [--feature-map favor|porf-exp|porf-softplus|porf-relu|softmax-feat]
 //                       [--kernel vanilla|learned] [--attention linear|softmax] [--tied-qk]
-//                       [--pooling mean|pair|auto] [--pair-alignment] [--tune-threshold]
+//                       [--pooling mean|pair|auto] [--pair-alignment] [--swap-pairs] [--tune-threshold]
 //                       [--seed S] [--threads N] [sizes and rates, see --help] [--out DIR]
 //                       [--model PATH]
 //
