@@ -173,6 +173,53 @@ TEST_CASE("NnGelu_ValuesAndBackward", "[nn][layers]") {
   CHECK(coulomb_test::rel_diff(inplace, dX) == 0.0);
 }
 
+TEMPLATE_TEST_CASE("NnGelu_KeptTanhGivesTheSameBits", "[nn][layers]", float, double) {
+  // A training forward keeps tanh(u) for backward; values and gradients must be those of the
+  // forward and backward that compute it (bit for bit), and a forward that does not keep it
+  // must make backward compute it again.
+  coulomb::Rng rng = coulomb_test::test_rng("NnGelu_KeptTanhGivesTheSameBits");
+  const Mat<TestType> X = (gaussian(37, 5, rng) * 3.0).template cast<TestType>();
+  const Mat<TestType> R = gaussian(37, 5, rng).template cast<TestType>();
+  coulomb::nn::Gelu<TestType> plain, keeping;
+  Mat<TestType> y_plain, y_kept, dx_plain, dx_kept;
+  plain.forward(X, y_plain);
+  keeping.forward(X, y_kept, true);
+  CHECK(y_kept == y_plain);
+  plain.backward(X, R, dx_plain);
+  keeping.backward(X, R, dx_kept);
+  CHECK(dx_kept == dx_plain);
+
+  // A forward without keeping, on another input: backward follows that input.
+  const Mat<TestType> X2 = (gaussian(37, 5, rng) * 2.0).template cast<TestType>();
+  Mat<TestType> dx2_plain, dx2_after;
+  plain.forward(X2, y_plain);
+  plain.backward(X2, R, dx2_plain);
+  keeping.forward(X2, y_kept, false);
+  keeping.backward(X2, R, dx2_after);
+  CHECK(dx2_after == dx2_plain);
+  CHECK(dx2_after != dx_plain);
+}
+
+TEMPLATE_TEST_CASE("NnDropout_MaskFollowsTheDocumentedDraws", "[nn][layers]", float, double) {
+  // Entry k (column-major) is dropped exactly when the k-th uniform01 draw is below p.
+  for (const double p : {0.1, 0.3, 0.5, 0.9}) {
+    coulomb::nn::Dropout<TestType> drop(p);
+    Mat<TestType> X = Mat<TestType>::Constant(53, 7, TestType(2));
+    coulomb::Rng r(11), expected(11);
+    drop.forward(X, true, r);
+    const auto keep = static_cast<TestType>(1.0 / (1.0 - p));
+    Index mismatches = 0;
+    for (Index k = 0; k < X.size(); ++k) {
+      const bool dropped = coulomb::uniform01(expected) < p;
+      const TestType m = drop.mask().reshaped()(k);
+      mismatches += (dropped ? m != TestType(0) : m != keep) ? 1 : 0;
+      mismatches += X.reshaped()(k) != TestType(2) * m ? 1 : 0;
+    }
+    CHECK(mismatches == 0);
+    CHECK(r == expected);  // one draw per entry
+  }
+}
+
 TEST_CASE("NnDropout_MaskRateScaleAndBackward", "[nn][layers]") {
   coulomb::Rng rng = coulomb_test::test_rng("NnDropout_MaskRateScaleAndBackward");
   const double p = 0.3;

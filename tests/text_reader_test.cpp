@@ -367,9 +367,9 @@ TEST_CASE("Text_SwappedPairsAppendEveryPairInTheOtherOrder", "[text][data]") {
   single.source = "single.tsv";
   single.examples = {{"a", "", 0, 2}};
   CHECK_THROWS_AS(coulomb::with_swapped_pairs(single), coulomb::invalid_argument);
-  CHECK_THROWS_WITH(coulomb::with_swapped_pairs(single),
-                    Catch::Matchers::Contains("single.tsv") &&
-                        Catch::Matchers::Contains("single sentences"));
+  CHECK_THROWS_WITH(
+      coulomb::with_swapped_pairs(single),
+      Catch::Matchers::Contains("single.tsv") && Catch::Matchers::Contains("single sentences"));
 }
 
 }  // namespace text_reader_test

@@ -85,7 +85,7 @@ class EncoderLayer {
     x += branch_;
     norm2_.forward(x, h2_);
     ffn1_.forward(h2_, f1_);
-    gelu_.forward(f1_, g_);
+    gelu_.forward(f1_, g_, training);
     ffn2_.forward(g_, branch_);
     dropout2_.forward(branch_, training, rng);
     x += branch_;

@@ -248,7 +248,7 @@ class TextClassifier {
       }
       if (config_.pair_hidden > 0) {
         pair_hidden_.forward(pooled_, hidden_pre_);
-        gelu_.forward(hidden_pre_, head_in_);
+        gelu_.forward(hidden_pre_, head_in_, training);
       } else {
         head_in_ = pooled_;
       }
