@@ -271,20 +271,31 @@ class LayerNorm {
     const Index n = X.rows();
     const Index d = dim();
     const Scalar inv_d = Scalar(1) / static_cast<Scalar>(d);
-    mean_.setZero(n);
-    for (Index j = 0; j < d; ++j) mean_ += X.col(j);
-    mean_ *= inv_d;
+    mean_.resize(n);
+    rstd_.resize(n);
     xhat_.resize(n, d);
-    rstd_.setZero(n);
-    for (Index j = 0; j < d; ++j) {
-      xhat_.col(j) = X.col(j) - mean_;
-      rstd_.array() += xhat_.col(j).array().square();
-    }
-    rstd_ = (rstd_.array() * inv_d + epsilon_).rsqrt();
     Y.resize(n, d);
-    for (Index j = 0; j < d; ++j) {
-      xhat_.col(j).array() *= rstd_.array();
-      Y.col(j).array() = xhat_.col(j).array() * gain_(j, 0) + bias_(j, 0);
+    // Blocks of rows, so that a block's statistics stay in the L1 cache over the d columns;
+    // every entry is computed as over whole columns (the same operations in the same order).
+    for (Index r0 = 0; r0 < n; r0 += row_block) {
+      const Index m = std::min(row_block, n - r0);
+      auto mean = mean_.segment(r0, m);
+      auto rstd = rstd_.segment(r0, m);
+      mean.setZero();
+      for (Index j = 0; j < d; ++j) mean += X.col(j).segment(r0, m);
+      mean *= inv_d;
+      rstd.setZero();
+      for (Index j = 0; j < d; ++j) {
+        auto xhat = xhat_.col(j).segment(r0, m);
+        xhat = X.col(j).segment(r0, m) - mean;
+        rstd.array() += xhat.array().square();
+      }
+      rstd = (rstd.array() * inv_d + epsilon_).rsqrt();
+      for (Index j = 0; j < d; ++j) {
+        auto xhat = xhat_.col(j).segment(r0, m).array();
+        xhat *= rstd.array();
+        Y.col(j).segment(r0, m).array() = xhat * gain_(j, 0) + bias_(j, 0);
+      }
     }
   }
 
@@ -298,20 +309,33 @@ class LayerNorm {
     const Index d = dim();
     const Scalar inv_d = Scalar(1) / static_cast<Scalar>(d);
     dX.resize(n, d);
-    sum_g_.setZero(n);
-    sum_gx_.setZero(n);
+    sum_g_.resize(n);
+    sum_gx_.resize(n);
+    // ∂L/∂γ and ∂L/∂β over whole columns (their sums keep the order of the rows).
     for (Index j = 0; j < d; ++j) {
       dgain_(j, 0) += dY.col(j).dot(xhat_.col(j));
       dbias_(j, 0) += dY.col(j).sum();
-      dX.col(j) = dY.col(j) * gain_(j, 0);
-      sum_g_ += dX.col(j);
-      sum_gx_.array() += dX.col(j).array() * xhat_.col(j).array();
     }
-    sum_g_ *= inv_d;
-    sum_gx_ *= inv_d;
-    for (Index j = 0; j < d; ++j) {
-      dX.col(j).array() = rstd_.array() * (dX.col(j).array() - sum_g_.array() -
-                                           xhat_.col(j).array() * sum_gx_.array());
+    // dX in blocks of rows, as in forward.
+    for (Index r0 = 0; r0 < n; r0 += row_block) {
+      const Index m = std::min(row_block, n - r0);
+      auto sum_g = sum_g_.segment(r0, m);
+      auto sum_gx = sum_gx_.segment(r0, m);
+      sum_g.setZero();
+      sum_gx.setZero();
+      for (Index j = 0; j < d; ++j) {
+        auto g = dX.col(j).segment(r0, m);
+        g = dY.col(j).segment(r0, m) * gain_(j, 0);
+        sum_g += g;
+        sum_gx.array() += g.array() * xhat_.col(j).segment(r0, m).array();
+      }
+      sum_g *= inv_d;
+      sum_gx *= inv_d;
+      const auto rstd = rstd_.segment(r0, m).array();
+      for (Index j = 0; j < d; ++j) {
+        auto g = dX.col(j).segment(r0, m).array();
+        g = rstd * (g - sum_g.array() - xhat_.col(j).segment(r0, m).array() * sum_gx.array());
+      }
     }
   }
 
@@ -342,6 +366,9 @@ class LayerNorm {
 
  private:
   MatrixType gain_, bias_, dgain_, dbias_;
+  // Rows per block of forward and backward: a multiple of every SIMD width, so the blocks
+  // split the columns where the vectorized loops over whole columns would.
+  static constexpr Index row_block = 512;
   MatrixType xhat_;
   VectorType mean_, rstd_, sum_g_, sum_gx_;
   Scalar epsilon_ = Scalar(1e-5);
