@@ -143,6 +143,43 @@ TEST_CASE("NnLayerNorm_NormalizesAndBackwardMatchesFiniteDifferences", "[nn][lay
   CHECK_THROWS_WITH(coulomb::nn::LayerNorm<double>(5, 0.0), Contains("'epsilon'"));
 }
 
+TEST_CASE("NnLayerNorm_ManyRowsAgreeWithEachRowAlone", "[nn][layers]") {
+  // 1,300 rows span several row blocks of the implementation (the last one partial): every
+  // row's output and input gradient must be those of that row normalized alone, and the
+  // parameter gradients the sums over the rows.
+  coulomb::Rng rng = coulomb_test::test_rng("NnLayerNorm_ManyRowsAgreeWithEachRowAlone");
+  const Index n = 1300;
+  const Index d = 7;
+  coulomb::nn::LayerNorm<double> norm(d);
+  norm.gain() = gaussian(d, 1, rng);
+  norm.bias() = gaussian(d, 1, rng);
+  Mat<double> X = gaussian(n, d, rng) * 2.0;
+  X.col(3).array() += 5.0;
+  const Mat<double> R = gaussian(n, d, rng);
+  Mat<double> Y, dX;
+  norm.forward(X, Y);
+  norm.zero_grad();
+  norm.backward(R, dX);
+  const Mat<double> dgain = norm.gain_gradient();
+  const Mat<double> dbias = norm.bias_gradient();
+
+  coulomb::nn::LayerNorm<double> one(d);
+  one.gain() = norm.gain();
+  one.bias() = norm.bias();
+  one.zero_grad();
+  double worst = 0.0;
+  for (Index i = 0; i < n; ++i) {
+    Mat<double> y, dx;
+    one.forward(X.row(i), y);
+    one.backward(R.row(i), dx);
+    worst = std::max(worst, coulomb_test::rel_diff(Y.row(i), y));
+    worst = std::max(worst, coulomb_test::rel_diff(dX.row(i), dx));
+  }
+  CHECK(worst < 1e-12);
+  CHECK(coulomb_test::rel_diff(dgain, one.gain_gradient()) < 1e-12);
+  CHECK(coulomb_test::rel_diff(dbias, one.bias_gradient()) < 1e-12);
+}
+
 TEST_CASE("NnGelu_ValuesAndBackward", "[nn][layers]") {
   coulomb::Rng rng = coulomb_test::test_rng("NnGelu_ValuesAndBackward");
   coulomb::nn::Gelu<double> gelu;
