@@ -462,6 +462,7 @@ TEST_CASE("text model: valid containers with invalid text-model content are reje
       {[](Meta& m) { m["config.d_model"] = "8x"; }, {"'config.d_model' is '8x'", "an integer"}},
       {[](Meta& m) { m["config.d_model"] = "-8"; }, {"'config.d_model' is '-8'"}},
       {[](Meta& m) { m["config.d_model"] = "99999999999"; }, {"'config.d_model'"}},
+      {[](Meta& m) { m["config.num_threads"] = "1000000"; }, {"'config.num_threads'"}},
       {[](Meta& m) { m["config.num_heads"] = "3"; }, {"configuration is invalid", "d_model"}},
       {[](Meta& m) { m["config.dropout"] = "1.5"; }, {"configuration is invalid", "dropout"}},
       {[](Meta& m) { m["config.dropout"] = "nan"; }, {"'config.dropout' is 'nan'"}},

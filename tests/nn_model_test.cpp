@@ -546,6 +546,11 @@ TEST_CASE("NnTextClassifier_BadInputThrows", "[nn][model][errors]") {
                     Contains("'config.max_length'"));
   CHECK_THROWS_AS(Model(with([](auto& c) { c.layer_norm_eps = -1.0; }), 1),
                   coulomb::invalid_argument);
+  CHECK_THROWS_WITH(Model(with([](auto& c) { c.num_threads = -1; }), 1),
+                    Contains("'config.num_threads'"));
+  CHECK_THROWS_WITH(Model(with([](auto& c) { c.num_threads = 1025; }), 1),
+                    Contains("'config.num_threads' must be in [0, 1024]"));
+  CHECK_NOTHROW(Model(with([](auto& c) { c.num_threads = 1024; }), 1));
   coulomb::Rng proto_rng(1);
   CHECK_THROWS_WITH(Model(good, coulomb::FavorPlus<double>(5, 6, proto_rng), 1),
                     Contains("'prototype'"));

@@ -437,7 +437,8 @@ TextModelHeader parse_text_model_header(const ModelFile<S>& file, const std::str
   c.num_segments = r.index("config.num_segments", 1);
   c.layer_norm_eps = r.real("config.layer_norm_eps");
   c.embedding_init_std = r.real("config.embedding_init_std");
-  c.num_threads = static_cast<int>(r.integer("config.num_threads", 0, 1 << 20));
+  c.num_threads =
+      static_cast<int>(r.integer("config.num_threads", 0, nn::TextClassifierConfig::max_threads));
   if (version >= 2) {  // version 1: mean pooling, no pair head
     const std::string& pooling = r.text("config.pooling");
     if (pooling == "mean")

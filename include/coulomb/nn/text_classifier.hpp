@@ -68,6 +68,10 @@ inline const char* to_string(PoolingKind kind) noexcept {
 
 /// Configuration of a TextClassifier. Every field is checked by validate_config().
 struct TextClassifierConfig {
+  /// Largest num_threads: a bound on what a configuration (or a model file) can ask for, so that
+  /// a damaged or hostile file cannot make the model start a million threads.
+  static constexpr int max_threads = 1024;
+
   Index vocab_size = 0;    ///< token ids are in [0, vocab_size)
   Index max_length = 128;  ///< longest padded batch length L (rows of the position table)
   Index d_model = 64;      ///< width d of the residual stream; a multiple of num_heads
@@ -85,7 +89,9 @@ struct TextClassifierConfig {
   Index num_segments = 2;            ///< segment ids are in [0, num_segments) when used
   double layer_norm_eps = 1e-5;      ///< ε of every layer norm
   double embedding_init_std = 0.02;  ///< standard deviation of the embedding initialization
-  int num_threads = 0;               ///< attention threads (AttentionOptions::num_threads; 0: all)
+  /// Attention and affine-layer threads (AttentionOptions::num_threads; 0: all), at most
+  /// max_threads.
+  int num_threads = 0;
   PoolingKind pooling = PoolingKind::mean;  ///< mean pooling or the pair head (sentence pairs)
   Index pair_hidden = 0;  ///< pair head: width of its GELU hidden layer (0: none; pair only)
   /// pair head: append the two alignment features of the token embeddings (PairAlignment)
@@ -121,8 +127,9 @@ inline void validate_config(const TextClassifierConfig& config) {
   if (config.use_segments) at_least(config.num_segments, 1, "num_segments");
   detail::require_positive(config.layer_norm_eps, where, "config.layer_norm_eps");
   detail::require_positive(config.embedding_init_std, where, "config.embedding_init_std");
-  if (!(config.num_threads >= 0))
-    detail::throw_invalid(where, "argument 'config.num_threads' must be >= 0, got " +
+  if (!(config.num_threads >= 0 && config.num_threads <= TextClassifierConfig::max_threads))
+    detail::throw_invalid(where, "argument 'config.num_threads' must be in [0, " +
+                                     std::to_string(TextClassifierConfig::max_threads) + "], got " +
                                      std::to_string(config.num_threads));
   if (!(config.pooling == PoolingKind::mean || config.pooling == PoolingKind::pair))
     detail::throw_invalid(where, "argument 'config.pooling' is not mean or pair");
