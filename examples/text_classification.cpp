@@ -7,8 +7,9 @@
 //   text_classification [--data DIR] [--task auto|single|pair|glue-mrpc|qqp]
 //                       [--feature-map favor|porf-exp|porf-softplus|porf-relu|softmax-feat]
 //                       [--kernel vanilla|learned] [--attention linear|softmax] [--tied-qk]
-//                       [--pooling mean|pair|auto] [--pair-alignment] [--swap-pairs] [--tune-threshold]
-//                       [--seed S] [--threads N] [sizes and rates, see --help] [--out DIR]
+//                       [--pooling mean|pair|auto] [--pair-alignment] [--swap-pairs]
+//                       [--tune-threshold] [--seed S] [--threads N]
+//                       [sizes and rates, see --help] [--out DIR]
 //                       [--model PATH]
 //
 // The data directory holds train.tsv(.gz) and validation.tsv(.gz) (the bundled data/sst2 and

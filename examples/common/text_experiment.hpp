@@ -266,9 +266,9 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   const coulomb::TextEncoder encoder(vocab,
                                      {.max_length = result.config.max_length, .add_cls = false});
   if (cfg.swap_pairs && !full_train.is_pair)
-    coulomb::detail::throw_invalid("text_experiment", "swap_pairs needs a sentence-pair dataset, '" +
-                                                          train_path.string() +
-                                                          "' holds single sentences");
+    coulomb::detail::throw_invalid(
+        "text_experiment", "swap_pairs needs a sentence-pair dataset, '" + train_path.string() +
+                               "' holds single sentences");
   const coulomb::EncodedDataset train_ids =
       encoder.encode(cfg.swap_pairs ? coulomb::with_swapped_pairs(train) : train);
   const coulomb::EncodedDataset dev_ids = encoder.encode(dev);

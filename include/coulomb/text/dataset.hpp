@@ -107,9 +107,9 @@ struct TextDataset {
 /// invalid_argument if `data` holds single sentences.
 inline TextDataset with_swapped_pairs(const TextDataset& data) {
   if (!data.is_pair)
-    detail::throw_invalid("coulomb::with_swapped_pairs",
-                          "the dataset '" + data.source +
-                              "' holds single sentences, not sentence pairs");
+    detail::throw_invalid(
+        "coulomb::with_swapped_pairs",
+        "the dataset '" + data.source + "' holds single sentences, not sentence pairs");
   TextDataset out = data;
   out.examples.reserve(2 * data.examples.size());
   for (const TextExample& e : data.examples)
