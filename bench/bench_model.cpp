@@ -13,7 +13,8 @@
 //   Inference/softmax  exact softmax attention (same seed, so the same other weights).
 // Counters: ms_per_1000_seq (time per 1,000 sequences) and tokens_per_s.
 //
-// Phase B training step (forward with dropout, softmax cross-entropy, zero_grad, backward,
+// Phase B training step (train::detail::PhaseBStepper::step, the step of train_phase_b: forward
+// with dropout, softmax cross-entropy, zero_grad, backward, the finiteness check of the gradients,
 // global-norm clipping at 1, AdamW step; Ω frozen) for B = 32 and L ∈ {64, 256}, 1 and 2
 // threads (TextClassifierConfig::num_threads, OpenMP and Eigen's threads), model max_length
 // 256. Sequence lengths are drawn uniformly from [L/2, L] (a quarter of the positions are
@@ -179,21 +180,19 @@ void BM_Train(benchmark::State& state) {
   set_threads(T);
   auto model = make_model(V, train_max_length, T);
   const coulomb::TokenBatch batch = make_batch(L, B, L / 2, model->config().vocab_size, 8);
-  const coulomb::nn::ParameterList<float> params = model->parameters();
-  coulomb::train::AdamW<float> adamw;  // β = (0.9, 0.999), ε = 1e-8, λ = 0.01
-  const double learning_rate = 1e-4;
-  const double max_norm = 1.0;
-  coulomb::Rng dropout_rng(3);
-  Mat logits, dlogits;
+  // The step of train_phase_b: forward with dropout, loss, backward, the finiteness check of
+  // the gradients, clipping, AdamW. The schedule is flat at 1e-4 (no warm-up, the final rate
+  // equal to the peak).
+  coulomb::train::PhaseBOptions options;
+  options.learning_rate = 1e-4;
+  options.final_learning_rate = 1e-4;
+  options.warmup_steps = 0;
+  options.weight_decay = 0.01;
+  options.clip_norm = 1.0;
+  coulomb::train::detail::PhaseBStepper<float, coulomb::FavorPlus<float>> stepper(
+      *model, options, Index{1} << 40, coulomb::Rng(3));
   double loss = 0.0;
-  auto step = [&] {
-    model->forward(batch, logits, true, dropout_rng);
-    loss = coulomb::nn::softmax_cross_entropy(logits, batch.labels, dlogits);
-    model->zero_grad();
-    model->backward(dlogits);
-    coulomb::train::clip_gradient_norm(params, max_norm);
-    adamw.step(params, learning_rate);
-  };
+  auto step = [&] { loss = stepper.step(batch); };
   step();  // size and touch every buffer, create the optimizer state
   step();
   for (auto _ : state) {
