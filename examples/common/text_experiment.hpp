@@ -230,6 +230,10 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   const coulomb::TextColumns columns = detail::columns_for(cfg.task, train_path, result.columns);
   if (result.config.max_length <= 0) result.config.max_length = columns.is_pair() ? 128 : 64;
   if (result.config.min_frequency <= 0) result.config.min_frequency = columns.is_pair() ? 1 : 2;
+  if (cfg.swap_pairs && !columns.is_pair())
+    coulomb::detail::throw_invalid(
+        "text_experiment", "swap_pairs needs a sentence-pair dataset, '" + train_path.string() +
+                               "' holds single sentences");
   coulomb::TextReadOptions read_options;
   if (result.columns == "qqp") read_options.malformed = coulomb::MalformedRows::skip;
   const coulomb::TextDataset full_train =
@@ -265,10 +269,6 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   const coulomb::Vocabulary vocab = coulomb::build_vocabulary(train, vocab_options);
   const coulomb::TextEncoder encoder(vocab,
                                      {.max_length = result.config.max_length, .add_cls = false});
-  if (cfg.swap_pairs && !full_train.is_pair)
-    coulomb::detail::throw_invalid(
-        "text_experiment", "swap_pairs needs a sentence-pair dataset, '" + train_path.string() +
-                               "' holds single sentences");
   const coulomb::EncodedDataset train_ids =
       encoder.encode(cfg.swap_pairs ? coulomb::with_swapped_pairs(train) : train);
   const coulomb::EncodedDataset dev_ids = encoder.encode(dev);
