@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <random>
+#include <utility>
 #include <vector>
 
 #include <coulomb/nn/embedding.hpp>
@@ -106,6 +108,32 @@ TEST_CASE("NnLinear_SplitProductsAgreeWithOneThread", "[nn][layers]") {
       CHECK(coulomb_test::rel_diff(dXs, 2 * dX1) < 1e-15);
       CHECK(coulomb_test::rel_diff(split.weight_gradient(), 2 * one.weight_gradient()) < 1e-14);
     }
+  }
+}
+
+TEST_CASE("NnLinear_BlockedBackwardGivesTheBitsOfOneProduct", "[nn][layers]") {
+  // A dX larger than Linear::dx_block_bytes is computed in row blocks; every row must come out
+  // exactly as in the one product dY Wᵀ (the blocks keep Eigen's kernel for every row), for
+  // sizes with and without a partial last block (one row over five blocks: a block of one row
+  // would be a matrix-vector product), and just below the threshold (one product).
+  coulomb::Rng rng = coulomb_test::test_rng("NnLinear_BlockedBackward");
+  using L = coulomb::nn::Linear<float>;
+  L layer(256, 64);
+  layer.initialize(rng);
+  const Index threshold_rows = L::dx_block_bytes / (256 * Index(sizeof(float)));
+  for (const Index rows : {threshold_rows, threshold_rows + 1, 5 * L::dx_block_rows + 1,
+                           Index(8192 + 7), 2 * L::dx_block_rows + threshold_rows - 1}) {
+    INFO("rows " << rows);
+    const Mat<float> X = gaussian<float>(rows, 256, rng);
+    const Mat<float> dY = gaussian<float>(rows, 64, rng);
+    Mat<float> dX;
+    layer.zero_grad();
+    layer.backward(X, dY, dX);
+    const Mat<float> once = dY * layer.weight().transpose();
+    REQUIRE(dX.rows() == rows);
+    Index differing = 0;
+    for (Index i = 0; i < rows; ++i) differing += dX.row(i) == once.row(i) ? 0 : 1;
+    CHECK(differing == 0);
   }
 }
 
@@ -238,11 +266,14 @@ TEMPLATE_TEST_CASE("NnGelu_KeptTanhGivesTheSameBits", "[nn][layers]", float, dou
 }
 
 TEMPLATE_TEST_CASE("NnDropout_MaskFollowsTheDocumentedDraws", "[nn][layers]", float, double) {
-  // Entry k (column-major) is dropped exactly when the k-th uniform01 draw is below p.
-  for (const double p : {0.1, 0.3, 0.5, 0.9}) {
+  // Entry k (column-major) is dropped exactly when the k-th uniform01 draw is below p. The
+  // shapes cover less than one, one and several of the forward's blocks of draws (256) with a
+  // partial last block; std::mt19937 takes the path without a local copy of the generator
+  // (its call is not noexcept) and two 32-bit calls per draw.
+  const auto check = [](auto r, double p, Index rows, Index cols) {
+    auto expected = r;
     coulomb::nn::Dropout<TestType> drop(p);
-    Mat<TestType> X = Mat<TestType>::Constant(53, 7, TestType(2));
-    coulomb::Rng r(11), expected(11);
+    Mat<TestType> X = Mat<TestType>::Constant(rows, cols, TestType(2));
     drop.forward(X, true, r);
     const auto keep = static_cast<TestType>(1.0 / (1.0 - p));
     Index mismatches = 0;
@@ -254,6 +285,13 @@ TEMPLATE_TEST_CASE("NnDropout_MaskFollowsTheDocumentedDraws", "[nn][layers]", fl
     }
     CHECK(mismatches == 0);
     CHECK(r == expected);  // one draw per entry
+  };
+  for (const double p : {0.1, 0.3, 0.5, 0.9}) {
+    for (const auto& [rows, cols] : {std::pair<Index, Index>{53, 7}, {16, 16}, {53, 17}, {1, 3}}) {
+      CAPTURE(p, rows, cols);
+      check(coulomb::Rng(11), p, rows, cols);
+      check(std::mt19937(11), p, rows, cols);
+    }
   }
 }
 

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -28,6 +29,7 @@
 #include <random>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Core>
@@ -137,9 +139,25 @@ class Linear {
     backward_params(X, dY);
     dX.resize(dY.rows(), input_dim());
     for_row_ranges(dY.rows(), [&](Index r0, Index n, int) {
-      dX.middleRows(r0, n).noalias() = dY.middleRows(r0, n) * w_.transpose();
+      // Eigen zero-fills the destination of `=` before its GEMM adds the product into it. For a
+      // dX larger than a core's L2 cache that fill is one more pass through memory, so such a
+      // dX is computed in blocks of dx_block_rows rows, each filled and then added to while it
+      // is in cache (about 20 % faster at 8192 × 256 floats). The blocks are a multiple of 48
+      // rows and the last one takes the rest (fewer than two blocks), so every row is computed
+      // by the same GEMM kernel, with the same sums, as in one product.
+      const bool blocked = n * input_dim() * static_cast<Index>(sizeof(Scalar)) > dx_block_bytes;
+      const Index block = blocked ? dx_block_rows : n;
+      for (Index i = 0, m = 0; i < n; i += m) {
+        m = n - i < 2 * block ? n - i : block;
+        dX.middleRows(r0 + i, m).noalias() = dY.middleRows(r0 + i, m) * w_.transpose();
+      }
     });
   }
+
+  /// Size of dX above which backward computes dX = dY Wᵀ in row blocks (4 MiB).
+  static constexpr Index dx_block_bytes = Index{4} << 20;
+  /// Rows per block of dX when it is computed in blocks (a multiple of 48).
+  static constexpr Index dx_block_rows = 960;
 
   /// As backward, but adds dY Wᵀ to dX (which must already be n × in): for an input that
   /// feeds several layers (the query, key and value projections).
@@ -482,11 +500,39 @@ class Dropout {
     using Bits = std::conditional_t<sizeof(Scalar) == 8, std::uint64_t, std::uint32_t>;
     static_assert(sizeof(Bits) == sizeof(Scalar));
     const Bits keep_bits = std::bit_cast<Bits>(keep);
-    Scalar* x = X.data();  // one pass: each entry is scaled as its mask value is drawn
-    for (Index k = 0; k < mask_.size(); ++k) {
-      const Bits kept = static_cast<Bits>((detail::random_bits64(rng) >> 11) >= threshold);
-      mask[k] = std::bit_cast<Scalar>(keep_bits & (Bits(0) - kept));
-      x[k] *= mask[k];
+    Scalar* x = X.data();
+    const Index size = mask_.size();
+    // The draws are serial (each depends on the generator's last state); the rest is not. So
+    // the draws of a block go to a small buffer first and the block's mask and product are
+    // then one vectorizable loop. A generator that can be copied without throwing draws from
+    // a local copy, written back at the end: compilers otherwise store its state to memory
+    // after every draw, as they cannot rule out that the stores to X or the mask change it.
+    // The draws and their order are those of one draw per entry, so the mask is the same.
+    const auto apply = [&](auto& g) {
+      constexpr Index block = 256;
+      std::array<std::uint64_t, block> bits;
+      for (Index k0 = 0; k0 < size; k0 += block) {
+        const Index n = std::min(block, size - k0);
+        for (Index k = 0; k < n; ++k) bits[static_cast<std::size_t>(k)] = detail::random_bits64(g);
+        Scalar* m = mask + k0;
+        Scalar* xs = x + k0;
+        for (Index k = 0; k < n; ++k) {
+          const Bits kept =
+              static_cast<Bits>((bits[static_cast<std::size_t>(k)] >> 11) >= threshold);
+          m[k] = std::bit_cast<Scalar>(keep_bits & (Bits(0) - kept));
+          xs[k] *= m[k];
+        }
+      }
+    };
+    constexpr bool copy_generator = noexcept(std::declval<G&>()()) &&
+                                    std::is_nothrow_copy_constructible_v<G> &&
+                                    std::is_nothrow_copy_assignable_v<G>;
+    if constexpr (copy_generator) {
+      G local(rng);
+      apply(local);
+      rng = local;
+    } else {
+      apply(rng);
     }
   }
 

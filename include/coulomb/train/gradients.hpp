@@ -49,6 +49,22 @@ void require_finite_parameters(const nn::ParameterList<S>& params, std::int64_t 
   }
 }
 
+namespace detail {
+
+/// Scales the gradients of the trainable parameters by max_norm/norm when norm (their global
+/// norm, finite) exceeds max_norm: the scaling step of clip_gradient_norm.
+template <RealScalar S>
+void scale_gradients_to(const nn::ParameterList<S>& params, double norm, double max_norm) {
+  if (norm > max_norm) {
+    const auto scale = static_cast<S>(max_norm / norm);
+    for (const auto& p : params) {
+      if (p.trainable) *p.gradient *= scale;
+    }
+  }
+}
+
+}  // namespace detail
+
 /// The global Euclidean norm ‖G‖ of the gradients of the trainable parameters, accumulated in
 /// double (so float gradients of any size do not overflow). Non-trainable parameters are
 /// skipped. Throws invalid_argument for a trainable parameter without a value or gradient, or
@@ -82,12 +98,7 @@ double clip_gradient_norm(const nn::ParameterList<S>& params, double max_norm) {
     // Finite entries whose squares overflow double (|g| > 1e154): not representable either.
     throw numerical_error(std::string(where) + ": the global gradient norm overflows");
   }
-  if (norm > max_norm) {
-    const auto scale = static_cast<S>(max_norm / norm);
-    for (const auto& p : params) {
-      if (p.trainable) *p.gradient *= scale;
-    }
-  }
+  detail::scale_gradients_to(params, norm, max_norm);
   return norm;
 }
 

@@ -356,8 +356,21 @@ class PhaseBStepper {
     if (!std::isfinite(static_cast<double>(loss))) overflow(t, where, "the loss is not finite");
     model_->zero_grad();
     model_->backward(dlogits_);
-    require_finite_parameters(params_, t, FiniteCheck::gradients);
-    if (clip_norm_ > 0.0) clip_gradient_norm(params_, clip_norm_);
+    if (clip_norm_ > 0.0) {
+      // The global norm is accumulated in double, where the squares of float gradients cannot
+      // overflow: it is finite exactly when every gradient is, so it also serves as their
+      // finiteness check (one pass over the gradients instead of two). When it is not finite,
+      // require_finite_parameters names the parameter; finite gradients whose squares overflow
+      // (double only) make clip_gradient_norm throw as before.
+      const double norm = global_gradient_norm(params_);
+      if (!std::isfinite(norm)) {
+        require_finite_parameters(params_, t, FiniteCheck::gradients);
+        clip_gradient_norm(params_, clip_norm_);
+      }
+      detail::scale_gradients_to(params_, norm, clip_norm_);
+    } else {
+      require_finite_parameters(params_, t, FiniteCheck::gradients);
+    }
     adamw_.step(params_, schedule_(steps()));
     return static_cast<double>(loss);
   }
