@@ -47,6 +47,21 @@ step="install dependencies"
 scripts/install_deps.sh
 
 # --- 1 and 2: configure both builds -------------------------------------------
+# A configure that changes the compiler of an existing tree makes CMake delete its cache and
+# configure again with nothing but its defaults: every -D option below would be lost (a Release
+# build without -Werror, say). Such a tree is therefore started afresh.
+reset_if_other_compiler() {
+  local dir="$1" cxx="$2" cached want
+  [[ -n "${cxx}" && -f "${dir}/CMakeCache.txt" ]] || return 0
+  cached="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "${dir}/CMakeCache.txt")"
+  cached="$(command -v "${cached}" 2>/dev/null || echo "${cached}")"
+  want="$(command -v "${cxx}" 2>/dev/null || echo "${cxx}")"
+  if [[ "$(realpath -m "${cached}")" != "$(realpath -m "${want}")" ]]; then
+    echo "    ${dir}/ was configured with ${cached}; configuring it afresh with ${want}"
+    rm -rf "${dir}/CMakeCache.txt" "${dir}/CMakeFiles"
+  fi
+}
+
 clang_cxx="$(command -v clang++ 2>/dev/null || true)"
 check_cxx="${COULOMB_CHECK_CXX:-${clang_cxx}}"
 release_tests=OFF
@@ -59,6 +74,7 @@ check_flags=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g0")
 [[ "${release_tests}" == ON ]] && check_flags=(-DCMAKE_BUILD_TYPE=Release)
 step="configure build-check/ (${check_flags[0]#-DCMAKE_BUILD_TYPE=}${check_cxx:+, ${check_cxx}})"
 echo "==> ${step}"
+reset_if_other_compiler build-check "${check_cxx}"
 cmake -S . -B build-check "${check_flags[@]}" \
   -DCOULOMB_WERROR=ON -DCOULOMB_BUILD_UNIT_TESTS="${release_tests}" \
   ${check_cxx:+-DCMAKE_CXX_COMPILER="${check_cxx}"}
@@ -87,6 +103,7 @@ fi
 # particles and features units: the build takes 0.85–0.91 of the time, the tests 1.1 of theirs.
 step="configure build-sanitize/ (Debug, ASan+UBSan${sanitize_cxx:+, ${sanitize_cxx}})"
 echo "==> ${step}"
+reset_if_other_compiler build-sanitize "${sanitize_cxx}"
 cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DCOULOMB_SANITIZE=ON -DCOULOMB_WERROR=ON \
   -DCOULOMB_NATIVE=OFF -DCOULOMB_BUILD_BENCHMARKS=OFF -DCOULOMB_BUILD_EXAMPLES=OFF \
   -DCOULOMB_TEST_SHARDS=ON -DCOULOMB_FAST_ISEL=ON \
