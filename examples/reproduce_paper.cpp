@@ -315,6 +315,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-tied", no_tied, "Leave out the Q = K variants");
   app.add_flag("--no-softmax", no_softmax, "Leave out exact softmax attention");
   app.add_flag("--report-only", report_only, "Only rebuild results.md from runs.csv");
+  app.add_flag("!--no-pair-overlap", base.pair_overlap,
+               "Sentence pairs: leave out the pair head's lexical overlap features (and their "
+               "logistic-regression start)");
   app.add_option("--epochs", epochs_override,
                  "Most Phase B epochs of every dataset (0: 3 for the datasets named sst2 and "
                  "qqp, the experiment's 10 otherwise)")

@@ -98,6 +98,15 @@ int main(int argc, char** argv) {
   app.add_flag("--pair-alignment", cfg.pair_alignment,
                "Pair head: also classify on how well each sentence's words find a match in the "
                "other (mean over its tokens of the best cosine similarity of token embeddings)");
+  app.add_flag("--pair-overlap,!--no-pair-overlap", cfg.pair_overlap,
+               "Pair head: also classify on the lexical overlap of the two sentences (the "
+               "fraction of each sentence's word n-grams, n = 1, 2, 3, found in the other), "
+               "standardized on the training split")
+      ->capture_default_str();
+  app.add_flag("--overlap-warm-start,!--no-overlap-warm-start", cfg.overlap_warm_start,
+               "With --pair-overlap: start the classifier's overlap weights and bias from a "
+               "logistic regression on the training split's overlap features")
+      ->capture_default_str();
   app.add_option("--max-length", cfg.max_length,
                  "Longest sequence in tokens (0: 64 for single sentences, 128 for pairs)")
       ->check(ce::integer_in(0, 65536))

@@ -100,6 +100,17 @@ bool moderate_parameters(Model& model) {
 template <typename S, typename Map>
 void use_loaded(io::LoadedTextModel<S, Map>& loaded) {
   const coulomb::TokenBatch batch = tiny_batch(loaded);
+  // The overlap features need pairs; an encoder too short to encode one gives none, and the
+  // model then refuses the batch by name (checked here, so nothing else is left untested).
+  if (loaded.model.config().pair_overlap && batch.overlap.rows() != batch.size()) {
+    coulomb::Matrix<S> unused;
+    try {
+      loaded.model.forward(batch, unused);
+    } catch (const coulomb::invalid_argument&) {
+      return;
+    }
+    fail("a model with overlap features took a batch without them");
+  }
   const bool moderate = moderate_parameters(loaded.model);
   coulomb::Matrix<S> logits;
   try {

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Writes the seed corpus of fuzz_model_file into the directory given as argument: a few small,
-// valid model files (float and double; metadata, blobs, empty and non-empty tensors), and two
+// valid model files (float and double; metadata, blobs, empty and non-empty tensors), and three
 // tiny text models for what the fixtures of tests/data do not cover (softmax attention with the
-// pair head, which is text-model version 2; SoftmaxFeatures in double with shared Ω and Q = K).
+// pair head, which is text-model version 2; FAVOR+ with the pair head's overlap features,
+// version 3; SoftmaxFeatures in double with shared Ω and Q = K).
 // Built with the fuzzers; the files it writes are kept in fuzz/corpus/model_file/ (with copies
 // of the text-model fixtures of tests/data, see fuzz/CMakeLists.txt).
 #include <cstdio>
@@ -64,6 +65,18 @@ int main(int argc, char** argv) {
   const coulomb::nn::TextClassifier<float> softmax_model(pair_head, 5);
   coulomb::io::save_text_model(dir + "/text_model_softmax_pair_head.clmb", softmax_model, vocab,
                                {8, true}, {{"purpose", "fuzz seed"}});
+
+  coulomb::nn::TextClassifierConfig overlap = c;
+  overlap.use_segments = true;
+  overlap.pooling = coulomb::nn::PoolingKind::pair;
+  overlap.pair_overlap = true;
+  coulomb::nn::TextClassifier<float> overlap_model(overlap, 7);
+  Eigen::ArrayXd mean(6), sd(6);
+  mean << 0.7, 0.7, 0.5, 0.5, 0.4, 0.4;
+  sd << 0.15, 0.15, 0.2, 0.2, 0.2, 0.2;
+  overlap_model.set_overlap_standardization(mean, sd);
+  coulomb::io::save_text_model(dir + "/text_model_pair_overlap.clmb", overlap_model, vocab,
+                               {8, false});
 
   coulomb::nn::TextClassifierConfig shared = c;
   shared.shared_omega = true;

@@ -643,6 +643,67 @@ TEST_CASE("text model: the pair head is saved as version 2, mean pooling still a
   }
 }
 
+TEST_CASE("text model: the pair head with overlap features is saved as version 3",
+          "[io][text_model][pair]") {
+  const coulomb::Vocabulary vocab = small_vocabulary();
+  TextClassifierConfig config = small_config(vocab.size());
+  config.use_segments = true;
+  config.pooling = coulomb::nn::PoolingKind::pair;
+  config.pair_overlap = true;
+  const coulomb::EncoderOptions enc_options{10, true};
+  FavorModel model(config, 23);
+  Eigen::ArrayXd mean(6), sd(6);
+  mean << 0.7, 0.6, 0.5, 0.4, 0.3, 0.2;
+  sd << 0.1, 0.2, 0.3, 0.1, 0.2, 0.3;
+  model.set_overlap_standardization(mean, sd);
+  const coulomb::TokenBatch batch = encoded_batch(coulomb::TextEncoder(vocab, enc_options), true);
+  REQUIRE(batch.overlap.rows() == batch.size());
+  Matrix<float> logits;
+  model.forward(batch, logits);
+
+  const io::ModelFile<float> file = io::text_model_file(model, vocab, enc_options, kMetadata);
+  CHECK(*file.find_metadata("text_model.version") == "3");
+  CHECK(*file.find_metadata("config.pair_overlap") == "true");
+  REQUIRE(file.find_tensor("model.pair_head.overlap.shift") != nullptr);
+  ScratchDir dir("pair_overlap");
+  const std::string path = dir.file("overlap.clmb");
+  io::save_text_model(path, model, vocab, enc_options, kMetadata);
+  auto loaded = io::load_text_model<float, coulomb::FavorPlus<float>>(path);
+  CHECK(loaded.header.config.pair_overlap);
+  Matrix<float> again;
+  loaded.model.forward(batch, again);
+  CHECK(bitwise_equal(logits, again));
+  require_same_parameters(model, loaded.model);
+
+  // Without overlap features the pair head stays version 2, without the field.
+  TextClassifierConfig plain = config;
+  plain.pair_overlap = false;
+  const FavorModel plain_model(plain, 23);
+  const io::ModelFile<float> plain_file = io::text_model_file(plain_model, vocab, enc_options);
+  CHECK(*plain_file.find_metadata("text_model.version") == "2");
+  CHECK(plain_file.find_metadata("config.pair_overlap") == nullptr);
+  FavorModel target(plain, 3);
+  CHECK_THAT(thrown<coulomb::io_error>([&] { (void)io::load_text_model_into(path, target); }),
+             Contains("config.pair_overlap is 'true' in the file, the model has 'false'"));
+
+  using Meta = std::map<std::string, std::string>;
+  const std::vector<std::pair<std::function<void(Meta&)>, std::string>> cases = {
+      {[](Meta& m) { m["config.pair_overlap"] = "maybe"; }, "'config.pair_overlap' is 'maybe'"},
+      {[](Meta& m) { m.erase("config.pair_overlap"); }, "no metadata 'config.pair_overlap'"},
+      // Relabelled as version 2 (no overlap features), its tensors do not fit.
+      {[](Meta& m) { m["text_model.version"] = "2"; }, "'model.classifier.weight' has shape"},
+      {[](Meta& m) { m["text_model.version"] = "4"; }, "unsupported text-model version 4"},
+  };
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    INFO("case " << k);
+    const std::string what = thrown<coulomb::io_error>([&] {
+      (void)io::load_text_model<float, coulomb::FavorPlus<float>>(rebuild(file, cases[k].first));
+    });
+    INFO(what);
+    CHECK_THAT(what, Contains("edited.clmb") && Contains(cases[k].second));
+  }
+}
+
 TEST_CASE("text model: damaged bytes and truncations are rejected without a crash",
           "[io][text_model]") {
   const coulomb::Vocabulary vocab = small_vocabulary();

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <set>
 #include <span>
@@ -739,6 +740,46 @@ TEST_CASE("NnTextClassifier_PairHead", "[nn][model][pair]") {
     INFO("largest relative error " << worst);
     CHECK(worst < coulomb_nn_test::fd_tolerance);
   }
+  SECTION("gradients match finite differences: overlap and alignment features, linear head") {
+    c.pair_alignment = true;
+    c.pair_overlap = true;
+    c.num_layers = 1;
+    c.train_omega = true;
+    Model model(c, 66);
+    const auto params = by_name(model);
+    CHECK(params.at("classifier.weight").value->rows() == 4 * c.d_model + 2 + 6);
+    REQUIRE(params.count("pair_head.overlap.shift") == 1);
+    CHECK_FALSE(params.at("pair_head.overlap.shift").trainable);
+    CHECK_FALSE(params.at("pair_head.overlap.scale").trainable);
+    Eigen::ArrayXd mean(6), sd(6);
+    mean << 0.6, 0.5, 0.4, 0.45, 0.3, 0.2;
+    sd << 0.15, 0.2, 0.25, 0.1, 0.3, 0.0;  // an sd of 0 only centres
+    model.set_overlap_standardization(mean, sd);
+    CHECK((*params.at("pair_head.overlap.scale").value)(5, 0) == 1.0);
+    CHECK((*params.at("pair_head.overlap.scale").value)(0, 0) == Approx(1.0 / 0.15));
+    coulomb::TokenBatch with_overlap = batch;
+    with_overlap.overlap.resize(batch.size(), 6);
+    coulomb::fill_uniform(with_overlap.overlap, 0.0, 1.0, rng);
+    // Every parameter, the (fixed) standardization included, has its exact gradient.
+    const double worst = coulomb_nn_test::check_model_gradients(model, with_overlap, true);
+    INFO("largest relative error " << worst);
+    CHECK(worst < coulomb_nn_test::fd_tolerance);
+  }
+  SECTION("the overlap features reach the logits; a batch must carry them") {
+    c.pair_overlap = true;
+    Model model(c, 67);
+    coulomb::TokenBatch with_overlap = batch;
+    with_overlap.overlap = Eigen::ArrayXXd::Constant(batch.size(), 6, 0.5);
+    Mat<double> l0, l1;
+    model.forward(with_overlap, l0);
+    with_overlap.overlap(1, 3) = 0.9;
+    model.forward(with_overlap, l1);
+    CHECK(coulomb_test::rel_diff(l1.row(1), l0.row(1)) > 1e-6);
+    CHECK(l1.row(0) == l0.row(0));
+    CHECK_THROWS_WITH(model.forward(batch, l0), Contains("'batch.overlap' is 0x0, expected 4x6"));
+    with_overlap.overlap(2, 0) = std::numeric_limits<double>::quiet_NaN();
+    CHECK_THROWS_WITH(model.forward(with_overlap, l0), Contains("'batch.overlap' holds a value"));
+  }
   SECTION("gradients match finite differences: linear head, softmax attention, one layer") {
     c.attention = AttentionKind::softmax;
     c.num_layers = 1;
@@ -803,6 +844,9 @@ TEST_CASE("NnTextClassifier_PairHead", "[nn][model][pair]") {
     bad = small_config();
     bad.pair_alignment = true;
     CHECK_THROWS_WITH(Model(bad, 1), Contains("'config.pair_alignment'"));
+    bad = small_config();
+    bad.pair_overlap = true;
+    CHECK_THROWS_WITH(Model(bad, 1), Contains("'config.pair_overlap'"));
   }
 }
 

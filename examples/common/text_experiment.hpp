@@ -38,6 +38,7 @@
 #include <coulomb/coulomb.hpp>
 #include <coulomb/io/text_model.hpp>
 #include <coulomb/text/gzip.hpp>
+#include <coulomb/train/overlap_head.hpp>
 #include <coulomb/train/phase_a.hpp>
 #include <coulomb/train/phase_b.hpp>
 #include <coulomb/train/progress.hpp>
@@ -75,6 +76,11 @@ struct TextExperimentConfig {
   coulomb::Index pair_hidden = 0;  ///< hidden width of the pair head (0: none)
   bool freeze_embeddings = false;  ///< keep the token embeddings at their random draw
   bool pair_alignment = false;     ///< pair head: add the alignment features (nn::PairAlignment)
+  /// pair head: add the lexical overlap features (on by default for sentence pairs)
+  bool pair_overlap = true;
+  /// with pair_overlap: start the classifier's overlap rows from a logistic regression on the
+  /// overlap features of the training split (train::fit_overlap_head)
+  bool overlap_warm_start = true;
   /// Sentence pairs: train on every training pair in both orders (with_swapped_pairs); the
   /// development and validation splits are left as they are.
   bool swap_pairs = false;
@@ -139,8 +145,11 @@ struct TextExperimentResult {
   double phase_b_seconds = 0.0;
   double inference_ms_per_1000 = 0.0;  ///< evaluation forward time per 1,000 sequences
   double dev_accuracy = 0.0;           ///< at the best epoch
-  double threshold = 0.5;         ///< decision threshold on p(class 1) (tune_threshold; else 0.5)
-  std::vector<MetricRow> rows{};  ///< validation, then the perturbed rows
+  double threshold = 0.5;  ///< decision threshold on p(class 1) (tune_threshold; else 0.5)
+  /// With the overlap warm start: the validation metrics of the logistic regression on the
+  /// overlap features alone (the model as Phase B starts, without the encoder's rows)
+  std::optional<coulomb::ClassificationMetrics> overlap_regression{};
+  std::vector<MetricRow> rows{};                       ///< validation, then the perturbed rows
   std::vector<coulomb::ReliabilityBin> reliability{};  ///< 15 bins, on the validation split
   double seconds = 0.0;                                ///< whole run
 };
@@ -313,6 +322,7 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   mc.pooling = pair_head ? coulomb::nn::PoolingKind::pair : coulomb::nn::PoolingKind::mean;
   mc.pair_hidden = pair_head ? cfg.pair_hidden : 0;
   mc.pair_alignment = pair_head && cfg.pair_alignment;
+  mc.pair_overlap = pair_head && cfg.pair_overlap;
   mc.num_threads = cfg.threads;
   coulomb::Rng seeds(cfg.seed);
   const std::uint64_t model_seed = seeds();
@@ -321,6 +331,21 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   const std::uint64_t perturb_seed = seeds();
   Model model(mc, model_seed);
   model.set_token_embedding_trainable(!cfg.freeze_embeddings);
+  if (mc.pair_overlap) {
+    if (cfg.overlap_warm_start && mc.pair_hidden == 0) {
+      coulomb::train::fit_overlap_head(model, train_ids);
+      // The regression alone, for the report: the classifier without the encoder's rows.
+      Model alone = model;
+      for (auto& p : alone.parameters())
+        if (p.name == "classifier.weight")
+          p.value->topRows(p.value->rows() - coulomb::pair_overlap_features).setZero();
+      coulomb::train::Evaluator<float> evaluator({.batch_size = 128, .metrics = {}});
+      result.overlap_regression = evaluator.evaluate(alone, valid_ids).metrics;
+    } else {
+      const coulomb::PairOverlapMoments moments = coulomb::pair_overlap_moments(train_ids);
+      model.set_overlap_standardization(moments.mean, moments.sd);
+    }
+  }
   result.parameters = model.num_parameters();
 
   // ---- Phase A
@@ -540,6 +565,10 @@ inline void print_metric_table(std::ostream& out, const TextExperimentResult& r)
   out << std::setprecision(2);
   out << "development accuracy (best epoch " << r.phase_b.best_epoch + 1
       << "): " << std::setprecision(4) << r.dev_accuracy << std::setprecision(2) << "\n";
+  if (r.overlap_regression)
+    out << "the overlap regression alone (validation): accuracy " << std::setprecision(4)
+        << r.overlap_regression->accuracy << ", MCC " << r.overlap_regression->mcc << ", F1 "
+        << r.overlap_regression->f1 << std::setprecision(2) << "\n";
   if (r.config.tune_threshold)
     out << "decision threshold on p(class 1), chosen on the development set: "
         << std::setprecision(4) << r.threshold << std::setprecision(2) << "\n";
@@ -628,6 +657,10 @@ inline std::string json_report(const TextExperimentResult& r, const std::string&
   s += c.freeze_embeddings ? "true" : "false";
   s += ", \"pair_alignment\": ";
   s += c.pair_alignment ? "true" : "false";
+  s += ", \"pair_overlap\": ";
+  s += c.pair_overlap ? "true" : "false";
+  s += ", \"overlap_warm_start\": ";
+  s += c.overlap_warm_start ? "true" : "false";
   s += ", \"swap_pairs\": ";
   s += c.swap_pairs ? "true" : "false";
   s += ", \"tune_threshold\": ";
@@ -750,6 +783,12 @@ inline std::string json_report(const TextExperimentResult& r, const std::string&
   json_number(s, "development_accuracy", r.dev_accuracy);
   s += ", ";
   json_number(s, "threshold", r.threshold);
+  s += ", \"overlap_regression\": ";
+  if (r.overlap_regression) {
+    detail::json_metrics(s, *r.overlap_regression);
+  } else {
+    s += "null";
+  }
   s += ", ";
   json_number(s, "steps", static_cast<double>(r.phase_b.steps));
   s += ", \"stopped_early\": ";

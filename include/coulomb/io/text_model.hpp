@@ -228,9 +228,13 @@ struct TextModelFormat {
   static constexpr std::string_view kind = "text-classifier";  ///< metadata "kind"
   /// The newest metadata "text_model.version" this build writes and reads: 2 adds
   /// "config.pooling", "config.pair_hidden" and "config.pair_alignment" (the pair head; a file
-  /// without "config.pair_alignment" reads as false). A model with mean pooling is
-  /// still written as version 1, byte for byte as before, so older builds read it.
-  static constexpr int version = 2;
+  /// without "config.pair_alignment" reads as false); 3 adds "config.pair_overlap" (the
+  /// pair head's lexical overlap features). A model is written with the oldest version that
+  /// holds its configuration (text_model_version_for): mean pooling as version 1, byte for
+  /// byte as before, the pair head without overlap features as version 2, so that older
+  /// builds read them, and a model with overlap features as version 3, which an older build
+  /// refuses with the message that names the version.
+  static constexpr int version = 3;
   static constexpr int oldest_version = 1;  ///< the oldest version this build reads
   static constexpr std::string_view vocabulary_blob = "vocabulary";  ///< the vocabulary's blob
   static constexpr std::string_view tensor_prefix = "model.";        ///< before parameter names
@@ -289,15 +293,18 @@ inline std::string bool_text(bool b) {
 }
 
 /// The text-model version a file of configuration `c` is written as: 1 for mean pooling (the
-/// layout of version 1, unchanged), 2 for the pair head.
+/// layout of version 1, unchanged), 2 for the pair head, 3 for the pair head with overlap
+/// features.
 inline int text_model_version_for(const nn::TextClassifierConfig& c) {
-  return c.pooling == nn::PoolingKind::mean ? 1 : 2;
+  return c.pooling == nn::PoolingKind::mean ? 1 : c.pair_overlap ? 3 : 2;
 }
 
 /// The configuration fields as (metadata key, value) pairs, in declaration order.
 /// "config.pooling", "config.pair_hidden" and "config.pair_alignment" (version 2) are included
 /// when `every_field` or when the pooling is not mean; without them a model of mean pooling
 /// gives the entries of version 1 (its files and checkpoint fingerprints are unchanged).
+/// "config.pair_overlap" (version 3) is included when `every_field` or when it is true, so a
+/// pair head without overlap features gives the entries of version 2.
 inline std::vector<std::pair<std::string, std::string>> config_entries(
     const nn::TextClassifierConfig& c, bool every_field = false) {
   auto i = [](Index v) { return std::to_string(v); };
@@ -325,6 +332,8 @@ inline std::vector<std::pair<std::string, std::string>> config_entries(
     entries.emplace_back("config.pair_hidden", i(c.pair_hidden));
     entries.emplace_back("config.pair_alignment", bool_text(c.pair_alignment));
   }
+  if (every_field || c.pair_overlap)
+    entries.emplace_back("config.pair_overlap", bool_text(c.pair_overlap));
   return entries;
 }
 
@@ -452,6 +461,7 @@ TextModelHeader parse_text_model_header(const ModelFile<S>& file, const std::str
     if (file.find_metadata("config.pair_alignment") != nullptr)
       c.pair_alignment = r.boolean("config.pair_alignment");
   }
+  if (version >= 3) c.pair_overlap = r.boolean("config.pair_overlap");
   try {
     nn::validate_config(c);
   } catch (const invalid_argument& e) {
@@ -612,15 +622,17 @@ void require_finite_omegas(const ModelFile<S>& file, nn::TextClassifier<S, Map>&
 }  // namespace detail
 
 /// Adds a whole text model to `file`: the layout of docs/file_format.md (section "Text
-/// models") — metadata "kind", "text_model.version" (1 for mean pooling, 2 for the pair head),
-/// "text_model.scalar", every field of the configuration ("config.<field>"; "config.pooling"
-/// and "config.pair_hidden" only in version 2), the feature map ("feature_map.name", ".draw",
-/// ".epsilon"), the encoder options ("encoder.max_length", "encoder.add_cls") and `metadata`
-/// ("meta.<key>"); the blob "vocabulary" (Vocabulary::write's text); and every parameter
-/// (Ω included) as the tensor "model.<name>". A trainer may add more (optimizer state under
-/// other prefixes) before saving. Throws invalid_argument, with `file` unchanged, when the
-/// vocabulary's size is not config.vocab_size, encoder.max_length is not in [1 + add_cls,
-/// config.max_length], a metadata key is empty, or the file already holds one of these names.
+/// models") — metadata "kind", "text_model.version" (1 for mean pooling, 2 for the pair head,
+/// 3 for the pair head with overlap features), "text_model.scalar", every field of the
+/// configuration ("config.<field>"; "config.pooling", "config.pair_hidden" and
+/// "config.pair_alignment" from version 2 on, "config.pair_overlap" in version 3), the feature
+/// map ("feature_map.name", ".draw", ".epsilon"), the encoder options ("encoder.max_length",
+/// "encoder.add_cls") and `metadata` ("meta.<key>"); the blob "vocabulary" (Vocabulary::write's
+/// text); and every parameter (Ω included) as the tensor "model.<name>". A trainer may add more
+/// (optimizer state under other prefixes) before saving. Throws invalid_argument, with `file`
+/// unchanged, when the vocabulary's size is not config.vocab_size, encoder.max_length is not in [1
+/// + add_cls, config.max_length], a metadata key is empty, or the file already holds one of these
+/// names.
 template <RealScalar S, FeatureMap Map>
 void add_text_model(ModelFile<S>& file, const nn::TextClassifier<S, Map>& model,
                     const Vocabulary& vocabulary, const EncoderOptions& encoder,

@@ -21,7 +21,10 @@
 /// sentences are pooled apart and compared (nn/pooling.hpp, PairPool):
 ///   u_b, v_b = masked means of LN_f(x) over the tokens of segment 0 and of segment 1,
 ///   f_b = [u_b, v_b, |u_b − v_b|, u_b ⊙ v_b]  (with config.pair_alignment, also the two
-///         alignment features of the token embeddings E_tok[ids], PairAlignment),
+///         alignment features of the token embeddings E_tok[ids], PairAlignment; with
+///         config.pair_overlap, also the six lexical overlap features of the pair,
+///         TokenBatch::overlap (text/overlap.hpp), standardized: z_k = (o_k − shift_k)·scale_k
+///         with the fixed parameters of set_overlap_standardization),
 ///   h_b = Dropout(GELU(f_b W_h + b_h)) with config.pair_hidden > 0, else h_b = Dropout(f_b),
 ///   logits_b = h_b W_c + b_c.
 /// Padding never reaches a real token's output (attention ignores padded keys, every other
@@ -96,6 +99,11 @@ struct TextClassifierConfig {
   Index pair_hidden = 0;  ///< pair head: width of its GELU hidden layer (0: none; pair only)
   /// pair head: append the two alignment features of the token embeddings (PairAlignment)
   bool pair_alignment = false;
+  /// pair head: append the pair_overlap_features lexical overlap features of each pair
+  /// (TokenBatch::overlap: the fractions of each sentence's word n-grams, n = 1, 2, 3, found in
+  /// the other sentence; text/overlap.hpp). Batches must then come from a dataset of pairs
+  /// with word keys (TextEncoder records them).
+  bool pair_overlap = false;
 };
 
 /// Throws invalid_argument, naming the field ('config.d_model', ...), unless every field of
@@ -145,6 +153,8 @@ inline void validate_config(const TextClassifierConfig& config) {
   } else if (config.pair_alignment) {
     detail::throw_invalid(where,
                           "argument 'config.pair_alignment' must be false with mean pooling");
+  } else if (config.pair_overlap) {
+    detail::throw_invalid(where, "argument 'config.pair_overlap' must be false with mean pooling");
   }
 }
 
@@ -220,8 +230,9 @@ class TextClassifier {
   /// logits (resized to B × C) for `batch`. With `training`, dropout masks are drawn from
   /// `rng` (embeddings, then each layer's attention and feed-forward branches); without, dropout
   /// is the identity and `rng` is not used. Keeps what backward needs. Throws invalid_argument
-  /// naming 'batch.ids', 'batch.mask' or 'batch.segments' for a batch that does not fit the
-  /// config (empty, longer than max_length, ids or segments out of range, shapes that differ).
+  /// naming 'batch.ids', 'batch.mask', 'batch.segments' or 'batch.overlap' for a batch that
+  /// does not fit the config (empty, longer than max_length, ids or segments out of range,
+  /// shapes that differ, overlap features missing or not finite with config.pair_overlap).
   void forward(const TokenBatch& batch, MatrixType& logits, bool training, Rng& rng) {
     check_batch(batch, "coulomb::nn::TextClassifier::forward");
     sync_feature_maps();
@@ -244,12 +255,17 @@ class TextClassifier {
     for (auto& layer : layers_) layer.forward(x_, mask_, training, rng);
     final_norm_.forward(x_, hf_);
     if (config_.pooling == PoolingKind::pair) {
-      if (align) {
+      const bool overlap = config_.pair_overlap;
+      if (align || overlap) {
         pair_pool_.forward(hf_, mask_, segments_, pair_features_);
-        alignment_.forward(tokens_, mask_, segments_, aligned_);
-        pooled_.resize(B, pair_features_.cols() + 2);
-        pooled_.leftCols(pair_features_.cols()) = pair_features_;
-        pooled_.rightCols(2) = aligned_;
+        const Index w = pair_features_.cols();
+        pooled_.resize(B, w + (align ? 2 : 0) + (overlap ? pair_overlap_features : 0));
+        pooled_.leftCols(w) = pair_features_;
+        if (align) {
+          alignment_.forward(tokens_, mask_, segments_, aligned_);
+          pooled_.middleCols(w, 2) = aligned_;
+        }
+        if (overlap) standardize_overlap(batch.overlap, w + (align ? 2 : 0));
       } else {
         pair_pool_.forward(hf_, mask_, segments_, pooled_);
       }
@@ -293,10 +309,12 @@ class TextClassifier {
         dpooled_ = dhead_;
       }
       const Index d = config_.d_model;
-      if (config_.pair_alignment) {
-        // Its gradient reaches only the token table: nothing to do when the table is frozen.
-        if (train_token_embedding_)
-          alignment_.backward(dpooled_.rightCols(2), mask_, segments_, dtokens_);
+      if (config_.pair_alignment || config_.pair_overlap) {
+        // The alignment's gradient reaches only the token table: nothing to do when the table
+        // is frozen. The overlap features' columns reach only their (fixed) standardization.
+        if (config_.pair_alignment && train_token_embedding_)
+          alignment_.backward(dpooled_.middleCols(4 * d, 2), mask_, segments_, dtokens_);
+        if (config_.pair_overlap) overlap_backward(dpooled_.rightCols(pair_overlap_features));
         pair_pool_.backward(dpooled_.leftCols(4 * d), mask_, segments_, dhf_);
       } else {
         pair_pool_.backward(dpooled_, mask_, segments_, dhf_);
@@ -330,6 +348,8 @@ class TextClassifier {
     classifier_.zero_grad();
     for (auto& g : omega_grad_) g.setZero();
     for (auto& g : phases_grad_) g.setZero();
+    overlap_shift_grad_.setZero();
+    overlap_scale_grad_.setZero();
   }
 
   // ---- parameters ---------------------------------------------------------------------------
@@ -340,7 +360,8 @@ class TextClassifier {
   /// attention.b_k unless tied], attention.w_v, attention.b_v, attention.w_o, attention.b_o,
   /// [attention.omega per layer], norm2.gain, norm2.bias, ffn.w_1, ffn.b_1, ffn.w_2, ffn.b_2},
   /// final_norm.{gain, bias}, [pair_head.hidden.{weight, bias} with a pair head's hidden layer],
-  /// classifier.{weight, bias}. Ω is trainable only with
+  /// [pair_head.overlap.{shift, scale} with config.pair_overlap: never trainable, set by
+  /// set_overlap_standardization], classifier.{weight, bias}. Ω is trainable only with
   /// config.train_omega; Ω, biases and norm parameters are not decayed. RFF maps with phases
   /// add a non-trainable ".phases" (m × 1) after each Ω. The pointers refer to this model and
   /// stay valid while it is neither moved nor destroyed.
@@ -363,8 +384,46 @@ class TextClassifier {
     final_norm_.append_parameters(list, "final_norm.");
     if (config_.pooling == PoolingKind::pair && config_.pair_hidden > 0)
       pair_hidden_.append_parameters(list, "pair_head.hidden.");
+    if (config_.pair_overlap) {
+      list.push_back(
+          {"pair_head.overlap.shift", &overlap_shift_, &overlap_shift_grad_, false, false});
+      list.push_back(
+          {"pair_head.overlap.scale", &overlap_scale_, &overlap_scale_grad_, false, false});
+    }
     classifier_.append_parameters(list, "classifier.");
     return list;
+  }
+
+  // ---- the pair head's overlap features ------------------------------------------------------
+
+  /// Sets the standardization of the overlap features (config.pair_overlap): feature k enters
+  /// the classifier as (o_k − mean_k) / sd_k, or o_k − mean_k where sd_k is 0. Call it with the
+  /// moments of the training split (coulomb::pair_overlap_moments) before training; until then
+  /// the features enter as they are (shift 0, scale 1). Stored in model files as the
+  /// parameters pair_head.overlap.shift and .scale, which no optimizer changes. Throws
+  /// invalid_argument without config.pair_overlap, or for vectors that are not of length
+  /// pair_overlap_features, not finite, or with a negative sd.
+  template <typename D1, typename D2>
+  void set_overlap_standardization(const Eigen::DenseBase<D1>& mean,
+                                   const Eigen::DenseBase<D2>& sd) {
+    const char* where = "coulomb::nn::TextClassifier::set_overlap_standardization";
+    if (!config_.pair_overlap)
+      detail::throw_invalid(where, "the model has no overlap features (config.pair_overlap)");
+    if (!(mean.size() == pair_overlap_features && sd.size() == pair_overlap_features))
+      detail::throw_invalid(where, "arguments 'mean' and 'sd' must have " +
+                                       std::to_string(pair_overlap_features) + " entries, got " +
+                                       std::to_string(mean.size()) + " and " +
+                                       std::to_string(sd.size()));
+    for (Index k = 0; k < pair_overlap_features; ++k) {
+      const double m = static_cast<double>(mean.derived().coeff(k));
+      const double s = static_cast<double>(sd.derived().coeff(k));
+      if (!(std::isfinite(m) && std::isfinite(s) && s >= 0.0))
+        detail::throw_invalid(where, "entry " + std::to_string(k) +
+                                         ": mean and sd must be finite and sd >= 0, got " +
+                                         std::to_string(m) + " and " + std::to_string(s));
+      overlap_shift_(k, 0) = static_cast<Scalar>(m);
+      overlap_scale_(k, 0) = s > 0.0 ? static_cast<Scalar>(1.0 / s) : Scalar(1);
+    }
   }
 
   /// Total number of scalar parameters (trainable or not).
@@ -503,9 +562,16 @@ class TextClassifier {
     embed_dropout_ = Dropout<Scalar>(c.dropout);
     final_norm_ = LayerNorm<Scalar>(c.d_model, c.layer_norm_eps);
     const bool pair = c.pooling == PoolingKind::pair;
-    const Index features = 4 * c.d_model + (c.pair_alignment ? 2 : 0);
+    const Index features =
+        4 * c.d_model + (c.pair_alignment ? 2 : 0) + (c.pair_overlap ? pair_overlap_features : 0);
     const Index head_width = !pair ? c.d_model : c.pair_hidden > 0 ? c.pair_hidden : features;
     if (pair && c.pair_hidden > 0) pair_hidden_ = Linear<Scalar>(features, c.pair_hidden);
+    if (c.pair_overlap) {
+      overlap_shift_ = MatrixType::Zero(pair_overlap_features, 1);
+      overlap_scale_ = MatrixType::Ones(pair_overlap_features, 1);
+      overlap_shift_grad_ = MatrixType::Zero(pair_overlap_features, 1);
+      overlap_scale_grad_ = MatrixType::Zero(pair_overlap_features, 1);
+    }
     head_dropout_ = Dropout<Scalar>(pair ? c.dropout : 0.0);
     classifier_ = Linear<Scalar>(head_width, c.num_classes);
 
@@ -640,6 +706,46 @@ class TextClassifier {
       check_range(batch.segments, config_.num_segments, where, "batch.segments",
                   "config.num_segments");
     }
+    if (config_.pair_overlap) {
+      if (!(batch.overlap.rows() == B && batch.overlap.cols() == pair_overlap_features))
+        detail::throw_invalid(
+            where, "argument 'batch.overlap' is " + std::to_string(batch.overlap.rows()) + "x" +
+                       std::to_string(batch.overlap.cols()) + ", expected " + std::to_string(B) +
+                       "x" + std::to_string(pair_overlap_features) +
+                       " (config.pair_overlap needs batches of a dataset of sentence pairs with "
+                       "word keys, as TextEncoder encodes them)");
+      if (!batch.overlap.allFinite())
+        detail::throw_invalid(where, "argument 'batch.overlap' holds a value that is not finite");
+    }
+  }
+
+  // pooled_'s columns first … first + pair_overlap_features − 1 from the batch's overlap
+  // features, standardized; keeps the raw features for backward.
+  void standardize_overlap(const Eigen::ArrayXXd& overlap, Index first) {
+    overlap_in_ = overlap.matrix().template cast<Scalar>();
+    for (Index k = 0; k < pair_overlap_features; ++k) {
+      const Scalar shift = overlap_shift_(k, 0);
+      const Scalar scale = overlap_scale_(k, 0);
+      for (Index b = 0; b < overlap.rows(); ++b)
+        pooled_(b, first + k) = (overlap_in_(b, k) - shift) * scale;
+    }
+  }
+
+  // Gradients of the standardization's shift and scale from dZ = ∂L/∂z (B × K): with
+  // z = (o − shift)·scale, ∂L/∂shift_k = −scale_k Σ_b dZ_bk and ∂L/∂scale_k = Σ_b dZ_bk (o_bk −
+  // shift_k). Exact, so that every parameter's gradient is, although no optimizer uses them.
+  void overlap_backward(const ConstRef& dZ) {
+    for (Index k = 0; k < pair_overlap_features; ++k) {
+      const Scalar shift = overlap_shift_(k, 0);
+      Scalar sum = 0;
+      Scalar weighted = 0;
+      for (Index b = 0; b < dZ.rows(); ++b) {
+        sum += dZ(b, k);
+        weighted += dZ(b, k) * (overlap_in_(b, k) - shift);
+      }
+      overlap_shift_grad_(k, 0) -= overlap_scale_(k, 0) * sum;
+      overlap_scale_grad_(k, 0) += weighted;
+    }
   }
 
   static void check_range(const TokenArray& a, Index limit, const char* where, const char* name,
@@ -673,7 +779,11 @@ class TextClassifier {
 
   // State of the last forward.
   MatrixType x_, hf_, pooled_, dx_, dhf_, dpooled_, logits_scratch_;
-  MatrixType hidden_pre_, head_in_, dhead_;                // pair head
+  // The overlap features' standardization (K × 1; config.pair_overlap) and its gradients
+  // (exact, unused by optimizers: the parameters are not trainable).
+  MatrixType overlap_shift_, overlap_scale_, overlap_shift_grad_, overlap_scale_grad_;
+  MatrixType overlap_in_;                    // the last forward's overlap features (B × K)
+  MatrixType hidden_pre_, head_in_, dhead_;  // pair head
   MatrixType tokens_, aligned_, dtokens_, pair_features_;  // the alignment features
   std::vector<TokenId> ids_, segments_;
   PaddingMask mask_;

@@ -15,6 +15,8 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -28,6 +30,7 @@
 #include "../core/config.hpp"
 #include "../core/random.hpp"
 #include "encoder.hpp"
+#include "overlap.hpp"
 #include "vocabulary.hpp"
 
 namespace coulomb {
@@ -46,6 +49,9 @@ struct TokenBatch {
   std::vector<int> labels;     ///< B labels
   std::vector<Index> indices;  ///< B positions of the sequences in the dataset
   std::vector<Index> lengths;  ///< B sequence lengths (number of true entries of each column)
+  /// B × pair_overlap_features lexical overlap features of each pair (coulomb::pair_overlap)
+  /// when the dataset holds sentence pairs with word keys; 0 × 0 otherwise
+  Eigen::ArrayXXd overlap;
 
   /// Padded length L.
   Index length() const noexcept { return ids.rows(); }
@@ -54,7 +60,8 @@ struct TokenBatch {
 };
 
 /// Fills `out` with the sequences `indices` of `data`, padded to the longest of them, or to
-/// `pad_to` when it is positive. Reuses out's storage. Throws invalid_argument for an empty
+/// `pad_to` when it is positive, and, for a dataset of pairs with word keys, their overlap
+/// features (TokenBatch::overlap). Reuses out's storage. Throws invalid_argument for an empty
 /// `indices`, an index outside the dataset, or a sequence longer than a positive `pad_to`.
 inline void make_batch(const EncodedDataset& data, std::span<const Index> indices, TokenBatch& out,
                        Index pad_to = 0) {
@@ -98,6 +105,54 @@ inline void make_batch(const EncodedDataset& data, std::span<const Index> indice
     out.labels[static_cast<std::size_t>(b)] = data.labels[static_cast<std::size_t>(i)];
     out.lengths[static_cast<std::size_t>(b)] = n;
   }
+  if (data.is_pair && data.has_keys()) {
+    out.overlap.resize(B, pair_overlap_features);
+    std::array<double, pair_overlap_features> f{};
+    for (Index b = 0; b < B; ++b) {
+      const Index i = indices[static_cast<std::size_t>(b)];
+      pair_overlap(data.word_keys(i), data.segment_ids(i), f);
+      for (Index k = 0; k < pair_overlap_features; ++k)
+        out.overlap(b, k) = f[static_cast<std::size_t>(k)];
+    }
+  } else {
+    out.overlap.resize(0, 0);
+  }
+}
+
+/// Mean and standard deviation of each overlap feature over a dataset's pairs.
+struct PairOverlapMoments {
+  Eigen::ArrayXd mean;  ///< pair_overlap_features means
+  Eigen::ArrayXd sd;    ///< pair_overlap_features standard deviations (divisor n)
+};
+
+/// The moments of the overlap features (coulomb::pair_overlap) of every pair of `data`, for
+/// nn::TextClassifier::set_overlap_standardization (computed on the training split). Throws
+/// invalid_argument for a dataset that is empty, not of sentence pairs, or without word keys.
+inline PairOverlapMoments pair_overlap_moments(const EncodedDataset& data) {
+  const char* where = "coulomb::pair_overlap_moments";
+  detail::require(data.is_pair, where, "the dataset holds single sentences, not pairs");
+  detail::require(data.size() > 0, where, "the dataset is empty");
+  detail::require(data.has_keys(), where,
+                  "the dataset has no word keys (EncodedDataset::keys; TextEncoder records them)");
+  const auto K = static_cast<std::size_t>(pair_overlap_features);
+  std::vector<std::array<double, pair_overlap_features>> rows(
+      static_cast<std::size_t>(data.size()));
+  for (Index i = 0; i < data.size(); ++i)
+    pair_overlap(data.word_keys(i), data.segment_ids(i), rows[static_cast<std::size_t>(i)]);
+  PairOverlapMoments m;
+  m.mean = Eigen::ArrayXd::Zero(pair_overlap_features);
+  m.sd = Eigen::ArrayXd::Zero(pair_overlap_features);
+  const auto n = static_cast<double>(rows.size());
+  for (std::size_t k = 0; k < K; ++k) {
+    double sum = 0.0;
+    for (const auto& r : rows) sum += r[k];
+    const double mean = sum / n;
+    double squares = 0.0;
+    for (const auto& r : rows) squares += (r[k] - mean) * (r[k] - mean);
+    m.mean(static_cast<Index>(k)) = mean;
+    m.sd(static_cast<Index>(k)) = std::sqrt(squares / n);
+  }
+  return m;
 }
 
 /// Shuffles `v` in place by Fisher–Yates with draws from `rng` (coulomb::uniform_index), so the

@@ -25,6 +25,7 @@
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "dataset.hpp"
+#include "overlap.hpp"
 #include "tokenizer.hpp"
 #include "vocabulary.hpp"
 
@@ -46,7 +47,10 @@ struct EncoderOptions {
 struct EncodedText {
   std::vector<TokenId> ids;  ///< token ids, special tokens included
   std::vector<std::uint8_t>
-      segments;            ///< 0 for the first sentence (and [CLS], [SEP]), 1 for the second
+      segments;  ///< 0 for the first sentence (and [CLS], [SEP]), 1 for the second
+  /// word key of every token (coulomb::word_key of its text, text/overlap.hpp), aligned with
+  /// ids; 0 for [CLS], [SEP] and the placeholder of an empty sentence
+  std::vector<std::uint64_t> keys;
   Index words = 0;         ///< tokens of the text(s) before truncation (specials excluded)
   Index unknown = 0;       ///< [UNK] among the kept tokens (empty-text placeholders excluded)
   Index empty = 0;         ///< sentences with no token (0, 1 or 2)
@@ -76,6 +80,9 @@ struct EncodingStats {
 struct EncodedDataset {
   std::vector<TokenId> ids;            ///< every sequence's ids, concatenated
   std::vector<std::uint8_t> segments;  ///< segment ids, aligned with ids
+  /// word keys (EncodedText::keys), aligned with ids; empty when the sequences were appended
+  /// without keys (the pair head's overlap features need them)
+  std::vector<std::uint64_t> keys;
   std::vector<std::size_t> offsets{
       0};                          ///< size() + 1 entries; sequence i is [offsets[i], offsets[i+1])
   std::vector<int> labels;         ///< label of each sequence (−1 when unlabelled)
@@ -96,9 +103,39 @@ struct EncodedDataset {
   std::span<const std::uint8_t> segment_ids(Index i) const {
     return {segments.data() + at(i), static_cast<std::size_t>(length(i))};
   }
-  /// Appends one sequence.
+  /// True when every token has a word key (keys is aligned with ids).
+  bool has_keys() const noexcept { return keys.size() == ids.size(); }
+  /// The word keys of sequence i (empty unless has_keys()).
+  std::span<const std::uint64_t> word_keys(Index i) const {
+    const std::size_t first = at(i);
+    if (!has_keys()) return {};
+    return {keys.data() + first, static_cast<std::size_t>(length(i))};
+  }
+  /// Appends one sequence without word keys. Throws invalid_argument when seq_ids and
+  /// seq_segments differ in length, or when the dataset holds keys.
   void push_back(std::span<const TokenId> seq_ids, std::span<const std::uint8_t> seq_segments,
                  int label, std::size_t line = 0) {
+    detail::require(keys.empty(), "coulomb::EncodedDataset::push_back",
+                    "the dataset holds word keys: append with the overload that takes them");
+    append(seq_ids, seq_segments, label, line);
+  }
+  /// Appends one sequence with its word keys. Throws invalid_argument when seq_ids,
+  /// seq_segments and seq_keys differ in length, or when the dataset already holds sequences
+  /// without keys.
+  void push_back(std::span<const TokenId> seq_ids, std::span<const std::uint8_t> seq_segments,
+                 std::span<const std::uint64_t> seq_keys, int label, std::size_t line = 0) {
+    const char* where = "coulomb::EncodedDataset::push_back";
+    detail::require(seq_keys.size() == seq_ids.size(), where,
+                    "arguments 'seq_ids' and 'seq_keys' differ in length");
+    detail::require(keys.size() == ids.size(), where,
+                    "the dataset holds sequences without word keys");
+    append(seq_ids, seq_segments, label, line);
+    keys.insert(keys.end(), seq_keys.begin(), seq_keys.end());
+  }
+
+ private:
+  void append(std::span<const TokenId> seq_ids, std::span<const std::uint8_t> seq_segments,
+              int label, std::size_t line) {
     detail::require(seq_ids.size() == seq_segments.size(), "coulomb::EncodedDataset::push_back",
                     "arguments 'seq_ids' and 'seq_segments' differ in length");
     ids.insert(ids.end(), seq_ids.begin(), seq_ids.end());
@@ -108,7 +145,6 @@ struct EncodedDataset {
     lines.push_back(line);
   }
 
- private:
   std::size_t at(Index i) const {
     detail::require(i >= 0 && static_cast<std::size_t>(i) < offsets.size(),
                     "coulomb::EncodedDataset",
@@ -146,21 +182,32 @@ class TextEncoder {
                               [&](std::string_view t) { ids.push_back(vocab_.id(t)); });
   }
 
+  /// Appends the ids and the word keys (coulomb::word_key) of the words of `text`.
+  void word_ids(std::string_view text, std::vector<TokenId>& ids,
+                std::vector<std::uint64_t>& keys) const {
+    std::string scratch;
+    tokenizer_.for_each_token(text, scratch, [&](std::string_view t) {
+      ids.push_back(vocab_.id(t));
+      keys.push_back(word_key(t));
+    });
+  }
+
   /// Encodes one sentence into `out`.
   void encode(std::string_view text, EncodedText& out) const {
     reset(out);
     std::vector<TokenId> a;
-    word_ids(text, a);
+    std::vector<std::uint64_t> ka;
+    word_ids(text, a, ka);
     out.words = static_cast<Index>(a.size());
     const auto budget = static_cast<std::size_t>(options_.max_length - (options_.add_cls ? 1 : 0));
-    fill_empty(a, out);
+    fill_empty(a, ka, out);
     if (a.size() > budget) {
       out.dropped = static_cast<Index>(a.size() - budget);
       a.resize(budget);
       out.truncated = true;
     }
-    if (options_.add_cls) append(out, Vocabulary::cls_id, 0);
-    for (const TokenId id : a) append_word(out, id, 0);
+    if (options_.add_cls) append(out, Vocabulary::cls_id, 0, 0);
+    for (std::size_t k = 0; k < a.size(); ++k) append_word(out, a[k], ka[k], 0);
   }
 
   /// Encodes a sentence pair into `out`. Throws invalid_argument when max_length < 3 + add_cls.
@@ -172,11 +219,13 @@ class TextEncoder {
     reset(out);
     std::vector<TokenId> a;
     std::vector<TokenId> b;
-    word_ids(text_a, a);
-    word_ids(text_b, b);
+    std::vector<std::uint64_t> ka;
+    std::vector<std::uint64_t> kb;
+    word_ids(text_a, a, ka);
+    word_ids(text_b, b, kb);
     out.words = static_cast<Index>(a.size() + b.size());
-    fill_empty(a, out);
-    fill_empty(b, out);
+    fill_empty(a, ka, out);
+    fill_empty(b, kb, out);
     const auto budget =
         static_cast<std::size_t>(options_.max_length - 1 - (options_.add_cls ? 1 : 0));
     std::size_t la = a.size();
@@ -192,10 +241,10 @@ class TextEncoder {
     }
     out.dropped = static_cast<Index>((a.size() - la) + (b.size() - lb));
     out.truncated = out.dropped > 0;
-    if (options_.add_cls) append(out, Vocabulary::cls_id, 0);
-    for (std::size_t k = 0; k < la; ++k) append_word(out, a[k], 0);
-    append(out, Vocabulary::sep_id, 0);
-    for (std::size_t k = 0; k < lb; ++k) append_word(out, b[k], 1);
+    if (options_.add_cls) append(out, Vocabulary::cls_id, 0, 0);
+    for (std::size_t k = 0; k < la; ++k) append_word(out, a[k], ka[k], 0);
+    append(out, Vocabulary::sep_id, 0, 0);
+    for (std::size_t k = 0; k < lb; ++k) append_word(out, b[k], kb[k], 1);
   }
 
   /// Encodes a single sentence.
@@ -227,7 +276,7 @@ class TextEncoder {
       } else {
         encode(ex.text_a, one);
       }
-      enc.push_back(one.ids, one.segments, ex.label, ex.line);
+      enc.push_back(one.ids, one.segments, one.keys, ex.label, ex.line);
       add_stats(enc.stats, one);
     }
     return enc;
@@ -249,6 +298,7 @@ class TextEncoder {
   static void reset(EncodedText& out) {
     out.ids.clear();
     out.segments.clear();
+    out.keys.clear();
     out.words = 0;
     out.unknown = 0;
     out.empty = 0;
@@ -257,25 +307,28 @@ class TextEncoder {
   }
 
   // An empty sentence becomes one [UNK] placeholder (not counted as an unknown word).
-  static void fill_empty(std::vector<TokenId>& words, EncodedText& out) {
+  static void fill_empty(std::vector<TokenId>& words, std::vector<std::uint64_t>& keys,
+                         EncodedText& out) {
     if (words.empty()) {
       words.push_back(empty_marker);
+      keys.push_back(0);
       ++out.empty;
     }
   }
 
-  static void append(EncodedText& out, TokenId id, std::uint8_t segment) {
+  static void append(EncodedText& out, TokenId id, std::uint64_t key, std::uint8_t segment) {
     out.ids.push_back(id);
+    out.keys.push_back(key);
     out.segments.push_back(segment);
   }
 
-  static void append_word(EncodedText& out, TokenId id, std::uint8_t segment) {
+  static void append_word(EncodedText& out, TokenId id, std::uint64_t key, std::uint8_t segment) {
     if (id == empty_marker) {
-      append(out, Vocabulary::unk_id, segment);
+      append(out, Vocabulary::unk_id, 0, segment);
       return;
     }
     if (id == Vocabulary::unk_id) ++out.unknown;
-    append(out, id, segment);
+    append(out, id, key, segment);
   }
 
   // Internal stand-in for the placeholder [UNK] of an empty sentence (never stored).

@@ -110,51 +110,70 @@ std::size_t swap_tokens(std::vector<T>& tokens, double rate, G& rng) {
   return k;
 }
 
-/// Applies `p` to one encoded sequence (ids and aligned segment ids): each maximal run of
-/// non-special tokens (a sentence) is perturbed on its own; special tokens stay in place.
-/// Returns the number of tokens dropped (drop) or of pairs swapped (swap). Throws
-/// invalid_argument for a bad rate or ids and segments of different lengths.
+/// Applies `p` to one encoded sequence (ids, aligned segment ids and, unless `keys` is empty,
+/// aligned word keys, which move with their tokens): each maximal run of non-special tokens (a
+/// sentence) is perturbed on its own and keeps the segment of its first token; special tokens
+/// stay in place. Returns the number of tokens dropped (drop) or of pairs swapped (swap).
+/// Throws invalid_argument for a bad rate or ids, segments and (non-empty) keys of different
+/// lengths.
 template <std::uniform_random_bit_generator G>
 std::size_t perturb_sequence(std::vector<TokenId>& ids, std::vector<std::uint8_t>& segments,
-                             const Perturbation& p, G& rng) {
+                             std::vector<std::uint64_t>& keys, const Perturbation& p, G& rng) {
   const char* where = "coulomb::perturb_sequence";
   detail::check_rate(p.rate, where);
   detail::require(ids.size() == segments.size(), where,
                   "arguments 'ids' and 'segments' differ in length");
+  detail::require(keys.empty() || keys.size() == ids.size(), where,
+                  "arguments 'ids' and 'keys' differ in length");
   if (p.kind == PerturbationKind::none || p.rate == 0.0) return 0;
+  const bool with_keys = !keys.empty();
   std::vector<TokenId> out_ids;
   std::vector<std::uint8_t> out_seg;
+  std::vector<std::uint64_t> out_keys;
   out_ids.reserve(ids.size());
   out_seg.reserve(ids.size());
-  std::vector<TokenId> run;
+  if (with_keys) out_keys.reserve(ids.size());
+  // A run is perturbed as a list of positions (the draws do not depend on what is moved).
+  std::vector<std::size_t> run;
   std::size_t changed = 0;
   std::size_t i = 0;
   // Special ids are those of Vocabulary::is_special except [UNK], which stands for a word.
   auto is_fixed = [](TokenId id) { return Vocabulary::is_special(id) && id != Vocabulary::unk_id; };
+  auto emit = [&](std::size_t from, std::uint8_t segment) {
+    out_ids.push_back(ids[from]);
+    out_seg.push_back(segment);
+    if (with_keys) out_keys.push_back(keys[from]);
+  };
   while (i < ids.size()) {
     if (is_fixed(ids[i])) {
-      out_ids.push_back(ids[i]);
-      out_seg.push_back(segments[i]);
+      emit(i, segments[i]);
       ++i;
       continue;
     }
     const std::uint8_t segment = segments[i];
     run.clear();
-    while (i < ids.size() && !is_fixed(ids[i])) run.push_back(ids[i++]);
+    while (i < ids.size() && !is_fixed(ids[i])) run.push_back(i++);
     changed += p.kind == PerturbationKind::drop ? drop_tokens(run, p.rate, rng)
                                                 : swap_tokens(run, p.rate, rng);
-    for (const TokenId id : run) {
-      out_ids.push_back(id);
-      out_seg.push_back(segment);
-    }
+    for (const std::size_t r : run) emit(r, segment);
   }
   ids.swap(out_ids);
   segments.swap(out_seg);
+  if (with_keys) keys.swap(out_keys);
   return changed;
 }
 
+/// The same for a sequence without word keys.
+template <std::uniform_random_bit_generator G>
+std::size_t perturb_sequence(std::vector<TokenId>& ids, std::vector<std::uint8_t>& segments,
+                             const Perturbation& p, G& rng) {
+  std::vector<std::uint64_t> no_keys;
+  return perturb_sequence(ids, segments, no_keys, p, rng);
+}
+
 /// A copy of `data` with every sequence perturbed by `p`, drawing from `rng` sequence after
-/// sequence. Labels, lines and the encoding statistics are kept.
+/// sequence. Labels, lines, the encoding statistics and the word keys (moved with their
+/// tokens) are kept.
 template <std::uniform_random_bit_generator G>
 EncodedDataset perturb_dataset(const EncodedDataset& data, const Perturbation& p, G& rng) {
   detail::check_rate(p.rate, "coulomb::perturb_dataset");
@@ -164,16 +183,28 @@ EncodedDataset perturb_dataset(const EncodedDataset& data, const Perturbation& p
   out.stats = data.stats;
   out.ids.reserve(data.ids.size());
   out.segments.reserve(data.segments.size());
+  const bool with_keys = data.has_keys() && !data.ids.empty();
+  if (with_keys) out.keys.reserve(data.keys.size());
   std::vector<TokenId> ids;
   std::vector<std::uint8_t> seg;
+  std::vector<std::uint64_t> keys;
   for (Index i = 0; i < data.size(); ++i) {
     const auto s = data.sequence(i);
     const auto g = data.segment_ids(i);
     ids.assign(s.begin(), s.end());
     seg.assign(g.begin(), g.end());
-    perturb_sequence(ids, seg, p, rng);
-    out.push_back(ids, seg, data.labels[static_cast<std::size_t>(i)],
-                  data.lines[static_cast<std::size_t>(i)]);
+    if (with_keys) {
+      const auto k = data.word_keys(i);
+      keys.assign(k.begin(), k.end());
+    }
+    perturb_sequence(ids, seg, keys, p, rng);
+    if (with_keys) {
+      out.push_back(ids, seg, keys, data.labels[static_cast<std::size_t>(i)],
+                    data.lines[static_cast<std::size_t>(i)]);
+    } else {
+      out.push_back(ids, seg, data.labels[static_cast<std::size_t>(i)],
+                    data.lines[static_cast<std::size_t>(i)]);
+    }
   }
   return out;
 }
