@@ -199,8 +199,12 @@ Result evaluate(Loaded& loaded, const Options& opt) {
                : std::string("softmax attention"))
        << ", " << coulomb::io::scalar_type_name(static_cast<std::uint8_t>(loaded.header.scalar))
        << ", " << c.num_layers << " layers, d = " << c.d_model << ", " << c.num_heads << " heads"
-       << (c.tied_qk ? ", Q = K" : "") << (c.use_segments ? ", segments" : "") << ", vocabulary "
-       << loaded.vocabulary.size() << ", max length " << loaded.header.encoder.max_length;
+       << (c.tied_qk ? ", Q = K" : "") << (c.use_segments ? ", segments" : "")
+       << (c.pooling == coulomb::nn::PoolingKind::pair ? ", pair head" : "")
+       << (c.pair_alignment ? " with alignment" : "")
+       << (c.pair_overlap ? (c.pair_alignment ? " and overlap" : " with overlap") : "")
+       << ", vocabulary " << loaded.vocabulary.size() << ", max length "
+       << loaded.header.encoder.max_length;
     r.model_line = os.str();
   }
 
