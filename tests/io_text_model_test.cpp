@@ -192,6 +192,25 @@ std::string thrown(F&& f) {
   return "<no exception>";
 }
 
+/// One edit of a file's metadata and a part of the message that loading the edited file must
+/// give.
+using Meta = std::map<std::string, std::string>;
+using MetadataEdit = std::pair<std::function<void(Meta&)>, std::string>;
+
+/// Checks that every edit of `file` in `cases` makes loading it fail with an io_error that
+/// names the edited file and holds the case's message.
+void check_edits_rejected(const io::ModelFile<float>& file,
+                          const std::vector<MetadataEdit>& cases) {
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    INFO("case " << k);
+    const std::string what = thrown<coulomb::io_error>([&] {
+      (void)io::load_text_model<float, coulomb::FavorPlus<float>>(rebuild(file, cases[k].first));
+    });
+    INFO(what);
+    CHECK_THAT(what, Contains("edited.clmb") && Contains(cases[k].second));
+  }
+}
+
 const io::TextModelMetadata kMetadata = {{"dataset", "rotten_tomatoes"},
                                          {"kernel", "learned"},
                                          {"seed", "7"},
@@ -620,27 +639,20 @@ TEST_CASE("text model: the pair head is saved as version 2, mean pooling still a
 
   // Invalid or missing pooling fields are rejected naming the key; a pair file relabelled as
   // version 1 (mean pooling) does not load silently: its head's tensors do not fit.
-  using Meta = std::map<std::string, std::string>;
-  const std::vector<std::pair<std::function<void(Meta&)>, std::string>> cases = {
-      {[](Meta& m) { m["config.pooling"] = "max"; }, "'config.pooling' is 'max'"},
-      {[](Meta& m) { m.erase("config.pooling"); }, "no metadata 'config.pooling'"},
-      {[](Meta& m) { m["config.pair_hidden"] = "-1"; }, "'config.pair_hidden' is '-1'"},
-      {[](Meta& m) { m["config.pair_hidden"] = "7"; }, "'model.pair_head.hidden.weight'"},
-      {[](Meta& m) { m["config.pair_alignment"] = "yes"; }, "'config.pair_alignment' is 'yes'"},
-      // Absent means false (the field came later within version 2): the head's input is then
-      // 2 features narrower than the stored tensor.
-      {[](Meta& m) { m.erase("config.pair_alignment"); }, "'model.pair_head.hidden.weight'"},
-      {[](Meta& m) { m["config.use_segments"] = "false"; }, "configuration is invalid"},
-      {[](Meta& m) { m["text_model.version"] = "1"; }, "'model.classifier.weight' has shape"},
-  };
-  for (std::size_t k = 0; k < cases.size(); ++k) {
-    INFO("case " << k);
-    const std::string what = thrown<coulomb::io_error>([&] {
-      (void)io::load_text_model<float, coulomb::FavorPlus<float>>(rebuild(file, cases[k].first));
-    });
-    INFO(what);
-    CHECK_THAT(what, Contains("edited.clmb") && Contains(cases[k].second));
-  }
+  check_edits_rejected(
+      file,
+      {
+          {[](Meta& m) { m["config.pooling"] = "max"; }, "'config.pooling' is 'max'"},
+          {[](Meta& m) { m.erase("config.pooling"); }, "no metadata 'config.pooling'"},
+          {[](Meta& m) { m["config.pair_hidden"] = "-1"; }, "'config.pair_hidden' is '-1'"},
+          {[](Meta& m) { m["config.pair_hidden"] = "7"; }, "'model.pair_head.hidden.weight'"},
+          {[](Meta& m) { m["config.pair_alignment"] = "yes"; }, "'config.pair_alignment' is 'yes'"},
+          // Absent means false (the field came later within version 2): the head's input is then
+          // 2 features narrower than the stored tensor.
+          {[](Meta& m) { m.erase("config.pair_alignment"); }, "'model.pair_head.hidden.weight'"},
+          {[](Meta& m) { m["config.use_segments"] = "false"; }, "configuration is invalid"},
+          {[](Meta& m) { m["text_model.version"] = "1"; }, "'model.classifier.weight' has shape"},
+      });
 }
 
 TEST_CASE("text model: the pair head with overlap features is saved as version 3",
@@ -686,22 +698,15 @@ TEST_CASE("text model: the pair head with overlap features is saved as version 3
   CHECK_THAT(thrown<coulomb::io_error>([&] { (void)io::load_text_model_into(path, target); }),
              Contains("config.pair_overlap is 'true' in the file, the model has 'false'"));
 
-  using Meta = std::map<std::string, std::string>;
-  const std::vector<std::pair<std::function<void(Meta&)>, std::string>> cases = {
-      {[](Meta& m) { m["config.pair_overlap"] = "maybe"; }, "'config.pair_overlap' is 'maybe'"},
-      {[](Meta& m) { m.erase("config.pair_overlap"); }, "no metadata 'config.pair_overlap'"},
-      // Relabelled as version 2 (no overlap features), its tensors do not fit.
-      {[](Meta& m) { m["text_model.version"] = "2"; }, "'model.classifier.weight' has shape"},
-      {[](Meta& m) { m["text_model.version"] = "4"; }, "unsupported text-model version 4"},
-  };
-  for (std::size_t k = 0; k < cases.size(); ++k) {
-    INFO("case " << k);
-    const std::string what = thrown<coulomb::io_error>([&] {
-      (void)io::load_text_model<float, coulomb::FavorPlus<float>>(rebuild(file, cases[k].first));
-    });
-    INFO(what);
-    CHECK_THAT(what, Contains("edited.clmb") && Contains(cases[k].second));
-  }
+  check_edits_rejected(
+      file,
+      {
+          {[](Meta& m) { m["config.pair_overlap"] = "maybe"; }, "'config.pair_overlap' is 'maybe'"},
+          {[](Meta& m) { m.erase("config.pair_overlap"); }, "no metadata 'config.pair_overlap'"},
+          // Relabelled as version 2 (no overlap features), its tensors do not fit.
+          {[](Meta& m) { m["text_model.version"] = "2"; }, "'model.classifier.weight' has shape"},
+          {[](Meta& m) { m["text_model.version"] = "4"; }, "unsupported text-model version 4"},
+      });
 }
 
 TEST_CASE("text model: damaged bytes and truncations are rejected without a crash",
