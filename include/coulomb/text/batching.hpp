@@ -59,6 +59,17 @@ struct TokenBatch {
   Index size() const noexcept { return ids.cols(); }
 };
 
+namespace detail {
+
+// Row `row` of `table` from the overlap features of pair i of `data` (which has word keys).
+inline void overlap_row(const EncodedDataset& data, Index i, Eigen::ArrayXXd& table, Index row) {
+  std::array<double, pair_overlap_features> f{};
+  pair_overlap(data.word_keys(i), data.segment_ids(i), f);
+  for (Index k = 0; k < pair_overlap_features; ++k) table(row, k) = f[static_cast<std::size_t>(k)];
+}
+
+}  // namespace detail
+
 /// Fills `out` with the sequences `indices` of `data`, padded to the longest of them, or to
 /// `pad_to` when it is positive, and, for a dataset of pairs with word keys, their overlap
 /// features (TokenBatch::overlap). Reuses out's storage. Throws invalid_argument for an empty
@@ -107,13 +118,8 @@ inline void make_batch(const EncodedDataset& data, std::span<const Index> indice
   }
   if (data.is_pair && data.has_keys()) {
     out.overlap.resize(B, pair_overlap_features);
-    std::array<double, pair_overlap_features> f{};
-    for (Index b = 0; b < B; ++b) {
-      const Index i = indices[static_cast<std::size_t>(b)];
-      pair_overlap(data.word_keys(i), data.segment_ids(i), f);
-      for (Index k = 0; k < pair_overlap_features; ++k)
-        out.overlap(b, k) = f[static_cast<std::size_t>(k)];
-    }
+    for (Index b = 0; b < B; ++b)
+      detail::overlap_row(data, indices[static_cast<std::size_t>(b)], out.overlap, b);
   } else {
     out.overlap.resize(0, 0);
   }
@@ -125,34 +131,45 @@ struct PairOverlapMoments {
   Eigen::ArrayXd sd;    ///< pair_overlap_features standard deviations (divisor n)
 };
 
+namespace detail {
+
+// The overlap features of every pair of `data` (n × pair_overlap_features, row i for sequence
+// i), after the checks of pair_overlap_moments, whose messages name `where`.
+inline Eigen::ArrayXXd pair_overlap_table(const EncodedDataset& data, const char* where) {
+  require(data.is_pair, where, "the dataset holds single sentences, not pairs");
+  require(data.size() > 0, where, "the dataset is empty");
+  require(data.has_keys(), where,
+          "the dataset has no word keys (EncodedDataset::keys; TextEncoder records them)");
+  Eigen::ArrayXXd table(data.size(), pair_overlap_features);
+  for (Index i = 0; i < data.size(); ++i) overlap_row(data, i, table, i);
+  return table;
+}
+
+// Mean and standard deviation (divisor n) of each column of `table`.
+inline PairOverlapMoments column_moments(const Eigen::ArrayXXd& table) {
+  PairOverlapMoments m;
+  m.mean = Eigen::ArrayXd::Zero(table.cols());
+  m.sd = Eigen::ArrayXd::Zero(table.cols());
+  const auto n = static_cast<double>(table.rows());
+  for (Index k = 0; k < table.cols(); ++k) {
+    double sum = 0.0;
+    for (Index i = 0; i < table.rows(); ++i) sum += table(i, k);
+    const double mean = sum / n;
+    double squares = 0.0;
+    for (Index i = 0; i < table.rows(); ++i) squares += (table(i, k) - mean) * (table(i, k) - mean);
+    m.mean(k) = mean;
+    m.sd(k) = std::sqrt(squares / n);
+  }
+  return m;
+}
+
+}  // namespace detail
+
 /// The moments of the overlap features (coulomb::pair_overlap) of every pair of `data`, for
 /// nn::TextClassifier::set_overlap_standardization (computed on the training split). Throws
 /// invalid_argument for a dataset that is empty, not of sentence pairs, or without word keys.
 inline PairOverlapMoments pair_overlap_moments(const EncodedDataset& data) {
-  const char* where = "coulomb::pair_overlap_moments";
-  detail::require(data.is_pair, where, "the dataset holds single sentences, not pairs");
-  detail::require(data.size() > 0, where, "the dataset is empty");
-  detail::require(data.has_keys(), where,
-                  "the dataset has no word keys (EncodedDataset::keys; TextEncoder records them)");
-  const auto K = static_cast<std::size_t>(pair_overlap_features);
-  std::vector<std::array<double, pair_overlap_features>> rows(
-      static_cast<std::size_t>(data.size()));
-  for (Index i = 0; i < data.size(); ++i)
-    pair_overlap(data.word_keys(i), data.segment_ids(i), rows[static_cast<std::size_t>(i)]);
-  PairOverlapMoments m;
-  m.mean = Eigen::ArrayXd::Zero(pair_overlap_features);
-  m.sd = Eigen::ArrayXd::Zero(pair_overlap_features);
-  const auto n = static_cast<double>(rows.size());
-  for (std::size_t k = 0; k < K; ++k) {
-    double sum = 0.0;
-    for (const auto& r : rows) sum += r[k];
-    const double mean = sum / n;
-    double squares = 0.0;
-    for (const auto& r : rows) squares += (r[k] - mean) * (r[k] - mean);
-    m.mean(static_cast<Index>(k)) = mean;
-    m.sd(static_cast<Index>(k)) = std::sqrt(squares / n);
-  }
-  return m;
+  return detail::column_moments(detail::pair_overlap_table(data, "coulomb::pair_overlap_moments"));
 }
 
 /// Shuffles `v` in place by Fisher–Yates with draws from `rng` (coulomb::uniform_index), so the

@@ -19,7 +19,6 @@
 /// to the classifier's rows of the overlap features, its last row to the classifier's bias.
 #pragma once
 
-#include <array>
 #include <cmath>
 #include <cstddef>
 #include <string>
@@ -146,19 +145,20 @@ OverlapHeadFit fit_overlap_head(nn::TextClassifier<S, Map>& model, const Encoded
                                                 std::to_string(y) + ", outside [0, " +
                                                 std::to_string(C) + ")");
   }
+  // The features of every pair, computed once for the moments and the design matrix (the
+  // table's checks: pairs, keys, non-empty).
+  const Eigen::ArrayXXd raw = coulomb::detail::pair_overlap_table(train, where);
   OverlapHeadFit fit;
-  fit.moments = pair_overlap_moments(train);  // checks pairs, keys, non-empty
+  fit.moments = coulomb::detail::column_moments(raw);
   model.set_overlap_standardization(fit.moments.mean, fit.moments.sd);
 
   const Index K = pair_overlap_features;
   const Index n = train.size();
   Matrix<double> Z(n, K + 1);
-  std::array<double, pair_overlap_features> f{};
   for (Index i = 0; i < n; ++i) {
-    pair_overlap(train.word_keys(i), train.segment_ids(i), f);
     for (Index k = 0; k < K; ++k) {
       const double sd = fit.moments.sd(k);
-      const double centred = f[static_cast<std::size_t>(k)] - fit.moments.mean(k);
+      const double centred = raw(i, k) - fit.moments.mean(k);
       Z(i, k) = sd > 0.0 ? centred / sd : centred;
     }
     Z(i, K) = 1.0;
