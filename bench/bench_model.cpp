@@ -27,6 +27,16 @@
 //       bench/torch_train_peer.py --threads 1 2 --json torch_model.json   (one command line)
 //   python3 bench/report_model.py model.json --torch torch_model.json
 //
+// The products of nn::Linear against Eigen's GEMM for the same shapes, one thread, n = 8192 rows
+// (B·L of the training step), in × out ∈ {64 × 64, 64 × 256, 256 × 64} (the projections and
+// the two feed-forward layers of d_model 64, d_ff 256):
+//   Product/forward/coulomb    Linear::forward, Y = X W + 1 bᵀ (detail::tall_small_product);
+//   Product/forward/eigen      the same with Eigen: Y = 1 bᵀ, then Y += X W;
+//   Product/input_grad/coulomb dX = dY Wᵀ as Linear::backward computes it;
+//   Product/input_grad/eigen   dX = dY Wᵀ with Eigen;
+//   Product/weight_grad/blocks ∂L/∂W += Xᵀ dY as Linear computes it (Eigen, 2,048-row blocks);
+//   Product/weight_grad/whole  the same as one Eigen product over all 8,192 rows.
+//
 // `bench_model --parameters` prints the parameter counts of the three models (compare with the
 // counts torch_train_peer.py prints). Every buffer is reused across iterations: the models,
 // batches, logits and optimizer live outside the timing loop, and two untimed iterations size
@@ -206,6 +216,70 @@ void BM_Train(benchmark::State& state) {
   state.counters["loss"] = loss;
 }
 
+// ---- the products of Linear against Eigen ------------------------------------------------------
+
+enum class Product { forward, input_grad, weight_grad };
+
+// Arguments: in, out; coulomb = false measures Eigen (whole = true for the weight gradient).
+template <Product K, bool Coulomb>
+void BM_Product(benchmark::State& state) {
+  const Index in = state.range(0), out = state.range(1), n = 8192;
+  set_threads(1);
+  coulomb::Rng rng(11);
+  coulomb::nn::Linear<float> layer(in, out);
+  layer.initialize(rng);
+  coulomb::fill_standard_normal(layer.bias(), rng);
+  Mat X(n, in), dY(n, out), Y(n, out), dX(n, in), dW(in, out);
+  coulomb::fill_standard_normal(X, rng);
+  coulomb::fill_standard_normal(dY, rng);
+  dW.setZero();
+  const Mat& W = layer.weight();
+  auto run = [&] {
+    if constexpr (K == Product::forward) {
+      if constexpr (Coulomb) {
+        layer.forward(X, Y);
+      } else {
+        Y.rowwise() = layer.bias().col(0).transpose();
+        Y.noalias() += X * W;
+      }
+    } else if constexpr (K == Product::input_grad) {
+      if constexpr (Coulomb) {  // what Linear::backward computes for dX
+        coulomb::detail::tall_small_product(dY.data(), n, n, out, W.data(), W.rows(), Index{1}, in,
+                                            dX.data(), n, coulomb::detail::ProductInit::zero,
+                                            static_cast<const float*>(nullptr));
+      } else {
+        dX.noalias() = dY * W.transpose();
+      }
+    } else {
+      if constexpr (Coulomb) {  // what Linear::backward computes for ∂L/∂W
+        coulomb::detail::add_tall_inner_product(X, dY, Index{0}, n, dW);
+      } else {
+        dW.noalias() += X.transpose() * dY;
+      }
+    }
+  };
+  run();
+  run();
+  for (auto _ : state) {
+    run();
+    benchmark::DoNotOptimize(Y.data());
+    benchmark::DoNotOptimize(dX.data());
+    benchmark::DoNotOptimize(dW.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP_per_s"] = benchmark::Counter(2.0 * static_cast<double>(n * in * out) * 1e-9,
+                                                     benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void product_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"in", "out"});
+  b->Args({64, 64});
+  b->Args({64, 256});
+  b->Args({256, 64});
+  b->Unit(benchmark::kMicrosecond);
+  b->UseRealTime();
+}
+
 void inference_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"L", "threads"});
   for (const int threads : {1, 2})
@@ -270,6 +344,18 @@ int main(int argc, char** argv) {
       ->Apply(inference_shapes);
   benchmark::RegisterBenchmark("Train/linear", BM_Train<Variant::vanilla>)->Apply(train_shapes);
   benchmark::RegisterBenchmark("Train/softmax", BM_Train<Variant::softmax>)->Apply(train_shapes);
+  benchmark::RegisterBenchmark("Product/forward/coulomb", BM_Product<Product::forward, true>)
+      ->Apply(product_shapes);
+  benchmark::RegisterBenchmark("Product/forward/eigen", BM_Product<Product::forward, false>)
+      ->Apply(product_shapes);
+  benchmark::RegisterBenchmark("Product/input_grad/coulomb", BM_Product<Product::input_grad, true>)
+      ->Apply(product_shapes);
+  benchmark::RegisterBenchmark("Product/input_grad/eigen", BM_Product<Product::input_grad, false>)
+      ->Apply(product_shapes);
+  benchmark::RegisterBenchmark("Product/weight_grad/blocks", BM_Product<Product::weight_grad, true>)
+      ->Apply(product_shapes);
+  benchmark::RegisterBenchmark("Product/weight_grad/whole", BM_Product<Product::weight_grad, false>)
+      ->Apply(product_shapes);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

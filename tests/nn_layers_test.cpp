@@ -76,8 +76,9 @@ TEST_CASE("NnLinear_BackwardMatchesFiniteDifferences", "[nn][layers]") {
 }
 
 // Linear::set_num_threads splits the products into row ranges, one per thread. The split
-// layer must agree with the unsplit one: Y and dX row by row (each row is the same product),
-// ∂L/∂W as a sum of partial products (rounding only), for row counts that do not divide evenly.
+// layer must agree with the unsplit one: Y and dX exactly (each entry is the same chain of
+// multiply-adds), ∂L/∂W as a sum of partial products (rounding only), for row counts that do
+// not divide evenly.
 TEST_CASE("NnLinear_SplitProductsAgreeWithOneThread", "[nn][layers]") {
   coulomb::Rng rng = coulomb_test::test_rng("NnLinear_SplitProductsAgreeWithOneThread");
   coulomb::nn::Linear<double> one(16, 24);
@@ -96,12 +97,12 @@ TEST_CASE("NnLinear_SplitProductsAgreeWithOneThread", "[nn][layers]") {
       Mat<double> Y1, Ys, dX1, dXs;
       one.forward(X, Y1);
       split.forward(X, Ys);
-      CHECK(coulomb_test::rel_diff(Ys, Y1) < 1e-15);
+      CHECK(Ys == Y1);
       one.zero_grad();
       split.zero_grad();
       one.backward(X, R, dX1);
       split.backward(X, R, dXs);
-      CHECK(coulomb_test::rel_diff(dXs, dX1) < 1e-15);
+      CHECK(dXs == dX1);
       CHECK(coulomb_test::rel_diff(split.weight_gradient(), one.weight_gradient()) < 1e-14);
       CHECK(coulomb_test::rel_diff(split.bias_gradient(), one.bias_gradient()) < 1e-15);
       split.backward_add(X, R, dXs);
@@ -111,30 +112,94 @@ TEST_CASE("NnLinear_SplitProductsAgreeWithOneThread", "[nn][layers]") {
   }
 }
 
-TEST_CASE("NnLinear_BlockedBackwardGivesTheBitsOfOneProduct", "[nn][layers]") {
-  // A dX larger than Linear::dx_block_bytes is computed in row blocks; every row must come out
-  // exactly as in the one product dY Wᵀ (the blocks keep Eigen's kernel for every row), for
-  // sizes with and without a partial last block (one row over five blocks: a block of one row
-  // would be a matrix-vector product), and just below the threshold (one product).
-  coulomb::Rng rng = coulomb_test::test_rng("NnLinear_BlockedBackward");
-  using L = coulomb::nn::Linear<float>;
-  L layer(256, 64);
-  layer.initialize(rng);
-  const Index threshold_rows = L::dx_block_bytes / (256 * Index(sizeof(float)));
-  for (const Index rows : {threshold_rows, threshold_rows + 1, 5 * L::dx_block_rows + 1,
-                           Index(8192 + 7), 2 * L::dx_block_rows + threshold_rows - 1}) {
-    INFO("rows " << rows);
-    const Mat<float> X = gaussian<float>(rows, 256, rng);
-    const Mat<float> dY = gaussian<float>(rows, 64, rng);
-    Mat<float> dX;
-    layer.zero_grad();
+// One step of the chain of detail::tall_small_product: Eigen's pmadd, a fused multiply-add
+// where the target has one, else a product rounded and then added.
+template <typename Scalar>
+Scalar chain_step(Scalar a, Scalar b, Scalar acc) {
+#ifdef EIGEN_VECTORIZE_FMA
+  return std::fma(a, b, acc);
+#else
+  return acc + a * b;
+#endif
+}
+
+// Linear's Y = X W + 1 bᵀ, dX = dY Wᵀ and dX += dY Wᵀ: every entry must be exactly the chain
+// b_j (or 0, or the old entry), then + X(r, p) W(p, j) for p in order, computed here one scalar
+// at a time. The shapes cover every path of the kernel: rows in full tiles, in single packets
+// and fewer than a packet; columns in full and partial blocks; depths over one block (kc).
+template <typename Scalar>
+void check_linear_chains(coulomb::Rng& rng) {
+  using M = Mat<Scalar>;
+  constexpr Index kc = coulomb::detail::ProductTraits<Scalar>::kc;
+  struct Shape {
+    Index rows, in, out;
+  };
+  for (const Shape s : {Shape{1, 1, 1}, Shape{5, 3, 2}, Shape{47, 64, 9}, Shape{48, 16, 8},
+                        Shape{113, kc + 3, 7}, Shape{200, 2 * kc + 1, 24}, Shape{64, 24, 3 * kc}}) {
+    INFO("rows " << s.rows << " in " << s.in << " out " << s.out);
+    coulomb::nn::Linear<Scalar> layer(s.in, s.out);
+    layer.initialize(rng);
+    layer.bias() = gaussian<Scalar>(s.out, 1, rng);
+    const M X = gaussian<Scalar>(s.rows, s.in, rng);
+    const M dY = gaussian<Scalar>(s.rows, s.out, rng);
+    const M start = gaussian<Scalar>(s.rows, s.in, rng);
+    const M& W = layer.weight();
+    M Y, dX, dX_add = start;
+    layer.forward(X, Y);
     layer.backward(X, dY, dX);
-    const Mat<float> once = dY * layer.weight().transpose();
-    REQUIRE(dX.rows() == rows);
-    Index differing = 0;
-    for (Index i = 0; i < rows; ++i) differing += dX.row(i) == once.row(i) ? 0 : 1;
-    CHECK(differing == 0);
+    layer.backward_add(X, dY, dX_add);
+    Index wrong_y = 0, wrong_dx = 0, wrong_add = 0;
+    for (Index r = 0; r < s.rows; ++r) {
+      for (Index j = 0; j < s.out; ++j) {
+        Scalar acc = layer.bias()(j, 0);
+        for (Index p = 0; p < s.in; ++p) acc = chain_step(X(r, p), W(p, j), acc);
+        wrong_y += Y(r, j) == acc ? 0 : 1;
+      }
+      for (Index i = 0; i < s.in; ++i) {
+        Scalar acc = 0, add = start(r, i);
+        for (Index p = 0; p < s.out; ++p) {
+          acc = chain_step(dY(r, p), W(i, p), acc);
+          add = chain_step(dY(r, p), W(i, p), add);
+        }
+        wrong_dx += dX(r, i) == acc ? 0 : 1;
+        wrong_add += dX_add(r, i) == add ? 0 : 1;
+      }
+    }
+    CHECK(wrong_y == 0);
+    CHECK(wrong_dx == 0);
+    CHECK(wrong_add == 0);
   }
+}
+
+TEST_CASE("NnLinear_ProductsAreOneChainPerEntry", "[nn][layers]") {
+  coulomb::Rng rng = coulomb_test::test_rng("NnLinear_ProductsAreOneChainPerEntry");
+  check_linear_chains<float>(rng);
+  check_linear_chains<double>(rng);
+}
+
+TEST_CASE("NnLinear_WeightGradientOfManyRows", "[nn][layers]") {
+  // ∂L/∂W = Xᵀ dY is summed in blocks of rows (2,048); with 8,192 + 7 rows (five blocks, the
+  // last partial) it must equal the product in double up to float rounding, and a second
+  // backward must add exactly the same amount again.
+  coulomb::Rng rng = coulomb_test::test_rng("NnLinear_WeightGradientOfManyRows");
+  coulomb::nn::Linear<float> layer(64, 32);
+  layer.initialize(rng);
+  const Index rows = 8192 + 7;
+  const Mat<float> X = gaussian<float>(rows, 64, rng);
+  const Mat<float> dY = gaussian<float>(rows, 32, rng);
+  Mat<float> dX;
+  layer.zero_grad();
+  layer.backward(X, dY, dX);
+  const Mat<double> exact = X.cast<double>().transpose() * dY.cast<double>();
+  const double scale = std::sqrt(static_cast<double>(rows));  // size of each entry
+  CHECK((layer.weight_gradient().cast<double>() - exact).cwiseAbs().maxCoeff() < 1e-4 * scale);
+  CHECK((layer.bias_gradient().cast<double>() - dY.cast<double>().colwise().sum().transpose())
+            .cwiseAbs()
+            .maxCoeff() < 1e-4 * scale);
+  const Mat<float> once = layer.weight_gradient();
+  layer.zero_grad();
+  layer.backward(X, dY, dX);
+  CHECK(layer.weight_gradient() == once);
 }
 
 TEST_CASE("NnLayerNorm_NormalizesAndBackwardMatchesFiniteDifferences", "[nn][layers]") {

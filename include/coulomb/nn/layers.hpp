@@ -38,6 +38,7 @@
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "../core/random.hpp"
+#include "detail_products.hpp"
 #include "parameter.hpp"
 
 namespace coulomb {
@@ -120,16 +121,15 @@ class Linear {
   static constexpr Index min_rows_per_thread = 256;
 
   /// Y = X W + 1 bᵀ (Y resized to n × out). X must have input_dim() columns; Y must not
-  /// alias X.
+  /// alias X. Each entry is b_j followed by the multiply-adds of X(r, p) W(p, j) for
+  /// p = 0, …, in−1 in order (detail::tall_small_product), whatever the threads.
   void forward(const ConstRef& X, MatrixType& Y) const {
     detail::require_cols(X, input_dim(), "coulomb::nn::Linear::forward", "X");
     Y.resize(X.rows(), output_dim());
-    // The bias first, then the GEMM accumulates into Y: one pass over Y fewer than
-    // Y = X W (which Eigen zero-fills first) followed by Y += 1 bᵀ.
     for_row_ranges(X.rows(), [&](Index r0, Index n, int) {
-      auto y = Y.middleRows(r0, n);
-      y.rowwise() = b_.col(0).transpose();
-      y.noalias() += X.middleRows(r0, n) * w_;
+      detail::tall_small_product(X.data() + r0, X.outerStride(), n, input_dim(), w_.data(),
+                                 Index{1}, w_.rows(), output_dim(), Y.data() + r0, Y.rows(),
+                                 detail::ProductInit::bias, b_.data());
     });
   }
 
@@ -138,35 +138,15 @@ class Linear {
   void backward(const ConstRef& X, const ConstRef& dY, MatrixType& dX) {
     backward_params(X, dY);
     dX.resize(dY.rows(), input_dim());
-    for_row_ranges(dY.rows(), [&](Index r0, Index n, int) {
-      // Eigen zero-fills the destination of `=` before its GEMM adds the product into it. For a
-      // dX larger than a core's L2 cache that fill is one more pass through memory, so such a
-      // dX is computed in blocks of dx_block_rows rows, each filled and then added to while it
-      // is in cache (about 20 % faster at 8192 × 256 floats). The blocks are a multiple of 48
-      // rows and the last one takes the rest (fewer than two blocks), so every row is computed
-      // by the same GEMM kernel, with the same sums, as in one product.
-      const bool blocked = n * input_dim() * static_cast<Index>(sizeof(Scalar)) > dx_block_bytes;
-      const Index block = blocked ? dx_block_rows : n;
-      for (Index i = 0, m = 0; i < n; i += m) {
-        m = n - i < 2 * block ? n - i : block;
-        dX.middleRows(r0 + i, m).noalias() = dY.middleRows(r0 + i, m) * w_.transpose();
-      }
-    });
+    input_gradient(dY, dX, detail::ProductInit::zero);
   }
-
-  /// Size of dX above which backward computes dX = dY Wᵀ in row blocks (4 MiB).
-  static constexpr Index dx_block_bytes = Index{4} << 20;
-  /// Rows per block of dX when it is computed in blocks (a multiple of 48).
-  static constexpr Index dx_block_rows = 960;
 
   /// As backward, but adds dY Wᵀ to dX (which must already be n × in): for an input that
   /// feeds several layers (the query, key and value projections).
   void backward_add(const ConstRef& X, const ConstRef& dY, MatrixType& dX) {
     backward_params(X, dY);
     detail::require_shape(dX, dY.rows(), input_dim(), "coulomb::nn::Linear::backward_add", "dX");
-    for_row_ranges(dY.rows(), [&](Index r0, Index n, int) {
-      dX.middleRows(r0, n).noalias() += dY.middleRows(r0, n) * w_.transpose();
-    });
+    input_gradient(dY, dX, detail::ProductInit::accumulate);
   }
 
   /// Only the parameter gradients: ∂L/∂W += Xᵀ dY, ∂L/∂b += dYᵀ 1.
@@ -176,13 +156,14 @@ class Linear {
     detail::require_shape(dY, X.rows(), output_dim(), where, "dY");
     const int T = split_threads(X.rows());
     if (T == 1) {
-      dw_.noalias() += X.transpose() * dY;
+      detail::add_tall_inner_product(X, dY, Index(0), X.rows(), dw_);
     } else {
       if (partial_.size() < static_cast<std::size_t>(T))
         partial_.resize(static_cast<std::size_t>(T));
       for_row_ranges(X.rows(), [&](Index r0, Index n, int i) {
-        partial_[static_cast<std::size_t>(i)].noalias() =
-            X.middleRows(r0, n).transpose() * dY.middleRows(r0, n);
+        MatrixType& part = partial_[static_cast<std::size_t>(i)];
+        part.setZero(input_dim(), output_dim());
+        detail::add_tall_inner_product(X, dY, r0, n, part);
       });
       for (int i = 0; i < T; ++i) dw_ += partial_[static_cast<std::size_t>(i)];
     }
@@ -223,6 +204,15 @@ class Linear {
     const int T = threads_ > 0 ? threads_ : coulomb::detail::resolve_threads(0);
     if (T <= 1 || rows < 2 * min_rows_per_thread) return 1;
     return static_cast<int>(std::min<Index>(T, rows / min_rows_per_thread));
+  }
+
+  /// dX = dY Wᵀ (init zero) or dX += dY Wᵀ (init accumulate), by row ranges.
+  void input_gradient(const ConstRef& dY, MatrixType& dX, detail::ProductInit init) const {
+    for_row_ranges(dY.rows(), [&](Index r0, Index n, int) {
+      detail::tall_small_product(dY.data() + r0, dY.outerStride(), n, output_dim(), w_.data(),
+                                 w_.rows(), Index{1}, input_dim(), dX.data() + r0, dX.rows(), init,
+                                 static_cast<const Scalar*>(nullptr));
+    });
   }
 
   /// body(r0, n, i) for T contiguous row ranges [r0, r0 + n) of `rows`, range i on thread i

@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: MIT
+/// @file nn/detail_products.hpp
+/// @brief Internal: the products of nn::Linear on the row-per-token layout. The product of a
+/// tall matrix and a small one (Y = X W + 1 bᵀ, dX = dY Wᵀ, dX += dY Wᵀ) is written here on
+/// Eigen's SIMD packets; the weight gradient Xᵀ dY is Eigen's GEMM in blocks of rows.
+/// Documented in docs/model.md ("The products of Linear").
+///
+/// Why not Eigen's GEMM: for n × 64 times 64 × 64 Eigen copies ("packs") every panel of the
+/// tall operand before its kernel reads it, and zero-fills the destination of `=` first. The
+/// tall operand's columns are contiguous here, so the kernel reads them where they are: a block
+/// of rows of A (a few packets by up to kc columns) stays in the L1 cache while every column
+/// block of the small operand, packed once per call, passes over it. About 1.45 times Eigen's
+/// speed for the shapes of the Transformer (bench/bench_model.cpp, Gemm/ rows).
+///
+/// Rounding is defined, not a by-product of blocking: every entry is one chain of
+/// multiply-adds over p = 0, …, k−1 started from its initial value (0, the bias, or the entry
+/// itself), each a `pmadd` of Eigen's packets, which is a fused multiply-add where the target
+/// has one. So an entry does not depend on how the rows are split between threads, on the tile
+/// that computes it, or on the machine's cache sizes, and a scalar loop with the same chain
+/// reproduces it bit for bit (tests/nn_layers_test.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "../core/config.hpp"
+
+namespace coulomb::detail {
+
+/// Initial value of each entry of a product C = init + A B.
+enum class ProductInit {
+  zero,       ///< C = A B
+  bias,       ///< C = 1 bᵀ + A B, b one value per column of C
+  accumulate  ///< C = C + A B
+};
+
+/// Sizes of the product kernels for one scalar type on the compiled instruction set.
+template <typename Scalar>
+struct ProductTraits {
+  using Packet = typename Eigen::internal::packet_traits<Scalar>::type;  ///< one SIMD register
+  static constexpr int packet = Eigen::internal::unpacket_traits<Packet>::size;  ///< lanes
+  static constexpr int registers = EIGEN_ARCH_DEFAULT_NUMBER_OF_REGISTERS;
+  /// Tile of tall_small_product: mr packets of rows by nr columns of accumulators, with mr
+  /// packets of A and one broadcast of B live beside them (3 × 8 + 4 of 32 registers with
+  /// AVX-512, 3 × 4 + 4 of 16 with SSE or AVX).
+  static constexpr int mr = 3;
+  static constexpr int nr = registers >= 32 ? 8 : 4;
+  /// Depth block: the mr·packet × kc block of A that a tile row reads stays in the L1 cache.
+  static constexpr Index kc = 256;
+};
+
+/// One tile of C = init + A B: MR packets of rows, NC columns. `a` points at the tile's first
+/// row of A (column stride lda), `bp` at the packed depth block of B for these columns
+/// (bp[p·NR + c] = B(p, c), NR the width of a packed column block, NC <= NR), `c` at the
+/// tile's first entry of C (column stride ldc).
+template <int MR, int NC, int NR, typename Scalar>
+inline void product_tile(const Scalar* a, Index lda, const Scalar* bp, Index k, Scalar* c,
+                         Index ldc, ProductInit init, const Scalar* bias) {
+  namespace ei = Eigen::internal;
+  using Packet = typename ProductTraits<Scalar>::Packet;
+  constexpr int P = ProductTraits<Scalar>::packet;
+  Packet acc[MR][NC];
+  for (int j = 0; j < NC; ++j)
+    for (int i = 0; i < MR; ++i) {
+      if (init == ProductInit::accumulate)
+        acc[i][j] = ei::ploadu<Packet>(c + j * ldc + i * P);
+      else
+        acc[i][j] = ei::pset1<Packet>(init == ProductInit::bias ? bias[j] : Scalar(0));
+    }
+  for (Index p = 0; p < k; ++p) {
+    Packet x[MR];
+    for (int i = 0; i < MR; ++i) x[i] = ei::ploadu<Packet>(a + p * lda + i * P);
+    for (int j = 0; j < NC; ++j) {
+      const Packet w = ei::pset1<Packet>(bp[p * NR + j]);
+      for (int i = 0; i < MR; ++i) acc[i][j] = ei::pmadd(x[i], w, acc[i][j]);
+    }
+  }
+  for (int j = 0; j < NC; ++j)
+    for (int i = 0; i < MR; ++i) ei::pstoreu(c + j * ldc + i * P, acc[i][j]);
+}
+
+/// The tile of the last `rest` (< NC) columns: product_tile with NC = rest.
+template <int MR, int NC, int NR, typename Scalar>
+inline void product_tile_rest(int rest, const Scalar* a, Index lda, const Scalar* bp, Index k,
+                              Scalar* c, Index ldc, ProductInit init, const Scalar* bias) {
+  if constexpr (NC > 1) {
+    if (rest == NC - 1)
+      product_tile<MR, NC - 1, NR>(a, lda, bp, k, c, ldc, init, bias);
+    else
+      product_tile_rest<MR, NC - 1, NR>(rest, a, lda, bp, k, c, ldc, init, bias);
+  }
+}
+
+/// The tiles of MR packets of rows over every column block of C, for one depth block.
+/// `bpack` holds the depth block of B packed by column blocks (nr columns each, the last one
+/// padded with zeros), column block jb at bpack + jb·k·nr.
+template <int MR, typename Scalar>
+inline void product_row_block(const Scalar* a, Index lda, const Scalar* bpack, Index k, Index m,
+                              Scalar* c, Index ldc, ProductInit init, const Scalar* bias) {
+  constexpr int NR = ProductTraits<Scalar>::nr;
+  const bool has_bias = init == ProductInit::bias;
+  Index j = 0;
+  for (; j + NR <= m; j += NR)
+    product_tile<MR, NR, NR>(a, lda, bpack + j * k, k, c + j * ldc, ldc, init,
+                             has_bias ? bias + j : nullptr);
+  if (j < m)
+    product_tile_rest<MR, NR, NR>(static_cast<int>(m - j), a, lda, bpack + j * k, k, c + j * ldc,
+                                  ldc, init, has_bias ? bias + j : nullptr);
+}
+
+/// Packs rows [p0, p0 + k) of B into `out` by column blocks of nr (see product_row_block);
+/// B(p, j) = b[p · bs_p + j · bs_j].
+template <typename Scalar>
+inline void pack_small_operand(const Scalar* b, Index bs_p, Index bs_j, Index p0, Index k, Index m,
+                               Scalar* out) {
+  constexpr int NR = ProductTraits<Scalar>::nr;
+  for (Index j0 = 0; j0 < m; j0 += NR) {
+    Scalar* block = out + j0 * k;
+    for (Index p = 0; p < k; ++p)
+      for (int j = 0; j < NR; ++j)
+        block[p * NR + j] = j0 + j < m ? b[(p0 + p) * bs_p + (j0 + j) * bs_j] : Scalar(0);
+  }
+}
+
+/// C = init + A B for a tall A (n × k, column-major, column stride lda) and a small B (k × m)
+/// with B(p, j) = b[p · bs_p + j · bs_j] (bs_p = 1, bs_j = k for a column-major B; bs_p = ld,
+/// bs_j = 1 for the transpose of a column-major matrix). C is n × m with column stride ldc and
+/// must not overlap A or B; `bias` (m values) is read only for ProductInit::bias. Every entry
+/// is the chain init, then + A(r, p) B(p, j) for p = 0, …, k−1, each a pmadd.
+template <typename Scalar>
+void tall_small_product(const Scalar* a, Index lda, Index n, Index k, const Scalar* b, Index bs_p,
+                        Index bs_j, Index m, Scalar* c, Index ldc, ProductInit init,
+                        const Scalar* bias) {
+  using T = ProductTraits<Scalar>;
+  constexpr int P = T::packet;
+  constexpr int NR = T::nr;
+  if (n <= 0 || m <= 0) return;
+  if (k <= 0) {
+    if (init == ProductInit::accumulate) return;
+    for (Index j = 0; j < m; ++j)
+      std::fill_n(c + j * ldc, n, init == ProductInit::bias ? bias[j] : Scalar(0));
+    return;
+  }
+  // Buffers of the calling thread, reused across calls: one depth block of B, packed, and the
+  // rows past the last full packet of A and of C.
+  static thread_local std::vector<Scalar> pack, a_rows, c_rows;
+  const Index m_padded = (m + NR - 1) / NR * NR;
+  pack.resize(static_cast<std::size_t>(std::min(k, T::kc) * m_padded));
+  for (Index p0 = 0; p0 < k; p0 += T::kc) {
+    const Index kb = std::min(T::kc, k - p0);
+    pack_small_operand(b, bs_p, bs_j, p0, kb, m, pack.data());
+    // Later depth blocks continue the chains from the entries the earlier ones stored.
+    const ProductInit step = p0 == 0 ? init : ProductInit::accumulate;
+    const Scalar* ap = a + p0 * lda;
+    Index r = 0;
+    for (; r + T::mr * P <= n; r += T::mr * P)
+      product_row_block<T::mr>(ap + r, lda, pack.data(), kb, m, c + r, ldc, step, bias);
+    for (; r + P <= n; r += P)
+      product_row_block<1>(ap + r, lda, pack.data(), kb, m, c + r, ldc, step, bias);
+    const Index rest = n - r;
+    if (rest == 0) continue;
+    // Fewer rows than a packet: A's rows and C's entries are copied to buffers of one packet
+    // of rows (zero-padded), so they go through the same packet chain as every other row.
+    a_rows.assign(static_cast<std::size_t>(P * kb), Scalar(0));
+    c_rows.assign(static_cast<std::size_t>(P * m), Scalar(0));
+    for (Index p = 0; p < kb; ++p)
+      std::memcpy(a_rows.data() + p * P, ap + r + p * lda, sizeof(Scalar) * rest);
+    if (step == ProductInit::accumulate)
+      for (Index j = 0; j < m; ++j)
+        std::memcpy(c_rows.data() + j * P, c + r + j * ldc, sizeof(Scalar) * rest);
+    product_row_block<1>(a_rows.data(), Index{P}, pack.data(), kb, m, c_rows.data(), Index{P}, step,
+                         bias);
+    for (Index j = 0; j < m; ++j)
+      std::memcpy(c + r + j * ldc, c_rows.data() + j * P, sizeof(Scalar) * rest);
+  }
+}
+
+/// Rows per block of add_tall_inner_product.
+inline constexpr Index inner_product_block_rows = 2048;
+
+/// out += A[r0 : r0 + n]ᵀ B[r0 : r0 + n] (nn::Linear's ∂L/∂W += Xᵀ dY) by Eigen's GEMM, in
+/// blocks of inner_product_block_rows rows added in order. As one product with a column stride
+/// of a large power of two (8,192 rows of floats), Eigen's packing of Aᵀ runs at about a third of
+/// its usual rate on the benchmark machine (cache-set conflicts between the columns); in blocks
+/// it does not (bench_model's Product/weight_grad rows).
+template <typename A, typename B, typename Out>
+void add_tall_inner_product(const A& a, const B& b, Index r0, Index n, Out& out) {
+  for (Index i = 0; i < n; i += inner_product_block_rows) {
+    const Index rows = std::min(inner_product_block_rows, n - i);
+    out.noalias() += a.middleRows(r0 + i, rows).transpose() * b.middleRows(r0 + i, rows);
+  }
+}
+
+}  // namespace coulomb::detail
