@@ -35,12 +35,18 @@ def load_coulomb(paths, field):
     stddevs = defaultdict(list)
     batch = {}
     contexts = []
+    products = defaultdict(list)
     for path in paths:
         with open(path) as f:
             data = json.load(f)
         contexts.append(data.get("context", {}))
         for b in data["benchmarks"]:
-            key = parse_name(b.get("run_name", b["name"]))
+            name = b.get("run_name", b["name"])
+            if name.startswith("Product/"):
+                if b.get("run_type") != "aggregate":
+                    products[name].append(b[field] * UNIT_MS[b.get("time_unit", "ms")])
+                continue
+            key = parse_name(name)
             value = b[field] * UNIT_MS[b.get("time_unit", "ms")]
             if "B" in b and b.get("aggregate_name") in (None, "mean", "median"):
                 batch[key] = int(round(b["B"]))
@@ -62,7 +68,7 @@ def load_coulomb(paths, field):
             times[key] = statistics.median(medians[key])
         if key not in spread and stddevs[key]:
             spread[key] = statistics.median(stddevs[key]) / times[key]
-    return times, spread, batch, contexts
+    return times, spread, batch, contexts, products
 
 
 def load_torch(path, cpu_time):
@@ -97,8 +103,8 @@ def main():
                     help="CPU time instead of wall time (for one-thread figures on a loaded "
                          "machine; meaningless for two threads)")
     args = ap.parse_args()
-    t, spread, batch, contexts = load_coulomb(args.coulomb,
-                                              "cpu_time" if args.cpu_time else "real_time")
+    t, spread, batch, contexts, products = load_coulomb(
+        args.coulomb, "cpu_time" if args.cpu_time else "real_time")
     torch_t, torch_data = load_torch(args.torch, args.cpu_time) if args.torch else ({}, None)
     kind = "CPU" if args.cpu_time else "wall"
 
@@ -201,7 +207,30 @@ def main():
                  if ('train', a, L, 1) in torch_t and ('train', a, L, 2) in torch_t else "")
                 for a in ("linear", "softmax") for L in train_lengths
                 if ("Train", a, L, 1) in t and ("Train", a, L, 2) in t) + ".")
+    if products:
+        print_products(products)
     return 0
+
+
+def print_products(products):
+    """The Product/ rows: Linear's products against Eigen's GEMM of the same shape."""
+    print("\n### Products of Linear against Eigen's GEMM (n = 8192 rows, one thread; "
+          "medians, µs)\n")
+    print("| product | in | out | coulomb | Eigen | Eigen / coulomb |")
+    print("|---|---:|---:|---:|---:|---:|")
+    pairs = (("forward", "coulomb", "eigen", "Y = X W + b"),
+             ("input_grad", "coulomb", "eigen", "dX = dY Wᵀ"),
+             ("weight_grad", "blocks", "whole", "∂W += Xᵀ dY (Eigen in 2,048-row blocks / whole)"))
+    shapes = sorted({tuple(int(p.split(":")[1]) for p in n.split("/")[3:5])
+                     for n in products})
+    for kind, ours, ref, label in pairs:
+        for shape in shapes:
+            a = products.get(f"Product/{kind}/{ours}/in:{shape[0]}/out:{shape[1]}/real_time")
+            b = products.get(f"Product/{kind}/{ref}/in:{shape[0]}/out:{shape[1]}/real_time")
+            if not a or not b:
+                continue
+            ma, mb = statistics.median(a) * 1e3, statistics.median(b) * 1e3
+            print(f"| {label} | {shape[0]} | {shape[1]} | {ma:.0f} | {mb:.0f} | {mb / ma:.2f} |")
 
 
 if __name__ == "__main__":
