@@ -220,7 +220,8 @@ void BM_Train(benchmark::State& state) {
 
 enum class Product { forward, input_grad, weight_grad };
 
-// Arguments: in, out; coulomb = false measures Eigen (whole = true for the weight gradient).
+// Arguments: in, out. Coulomb = true measures what Linear computes, false the Eigen reference
+// (for the weight gradient: one Eigen product over all rows instead of the blocks).
 template <Product K, bool Coulomb>
 void BM_Product(benchmark::State& state) {
   const Index in = state.range(0), out = state.range(1), n = 8192;
