@@ -19,12 +19,14 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <coulomb/coulomb.hpp>
 
 #include "common/cli.hpp"
+#include "common/figure.hpp"
 
 namespace {
 
@@ -83,11 +85,11 @@ void sweep(const std::string& label, Options options, Index d, double norm, std:
   }
 }
 
-void write_plot(const std::filesystem::path& dir, const std::vector<std::string>& labels) {
-  const auto script = dir / "kernel_error.gp";
-  std::ofstream gp(script);
-  gp << "set terminal pngcairo size 1000,640 enhanced font 'Sans,11'\n"
-     << "set output '" << (dir / "kernel_error.png").string() << "'\n"
+/// The figure kernel_error.png from kernel_error.csv (ARG2), one curve per map and draw.
+void write_plot(coulomb_examples::Figures& figures, const std::filesystem::path& dir,
+                const std::vector<std::string>& labels) {
+  std::ostringstream gp;
+  gp << figures.terminal(1000, 640) << "set output ARG1\n"
      << "set datafile separator ','\n"
      << "set logscale xy 2\nset format y '10^{%L}'\nset logscale y 10\n"
      << "set xlabel 'number of features m'\nset ylabel 'RMSE of the kernel estimate'\n"
@@ -96,23 +98,14 @@ void write_plot(const std::filesystem::path& dir, const std::vector<std::string>
      << "plot ";
   for (std::size_t k = 0; k < labels.size(); ++k) {
     for (const char* draw : {"iid", "orthogonal_chi"}) {
-      gp << "'" << (dir / "kernel_error.csv").string() << "' using "
+      gp << "ARG2 using "
          << "(strcol(1) eq '" << labels[k] << "' && strcol(2) eq '" << draw
          << "' ? $3 : 1/0):4 with linespoints lw 2 dt " << (draw[0] == 'i' ? 1 : 2) << " lc "
          << (k + 1) << " title '" << labels[k] << " (" << draw << ")', ";
     }
   }
   gp << "x < 0 ? 1 : 1/0 notitle\n";  // closes the list; plots nothing
-  gp.close();
-  if (std::system("gnuplot --version > /dev/null 2>&1") != 0) {
-    std::cout << "gnuplot not found: skipped " << (dir / "kernel_error.png").string() << "\n";
-    return;
-  }
-  const std::string command = "gnuplot '" + script.string() + "'";
-  if (std::system(command.c_str()) == 0)
-    std::cout << "figure: " << (dir / "kernel_error.png").string() << "\n";
-  else
-    std::cout << "gnuplot failed on " << script.string() << "\n";
+  figures.draw(dir / "kernel_error.png", gp.str(), {(dir / "kernel_error.csv").string()});
 }
 
 }  // namespace
@@ -131,9 +124,16 @@ int main(int argc, char** argv) try {
   std::uint64_t seed = 2026;
   cli.add_out(out);
   cli.add_seed(seed, "Seed of the inputs and draws of the RMSE table");
+  std::string figures_mode = "auto";
+  cli.add_figures(figures_mode);
   if (const auto status = cli.parse(argc, argv)) return *status;
+  coulomb_examples::OutputPlan plan;
+  plan.directory("--out", out);
+  for (const char* name : {"kernel_error.csv", "kernel_error.gp", "kernel_error.png"})
+    plan.output("--out", out / name);
+  if (const auto status = cli.check_paths(plan)) return *status;
+  coulomb_examples::Figures figures(figures_mode);
 
-  std::filesystem::create_directories(out);
   coulomb::Rng rng(seed);
   const Index d = 16;
 
@@ -153,7 +153,7 @@ int main(int argc, char** argv) try {
   std::cout << std::left << std::setw(17) << "map" << std::setw(16) << "draw" << std::right
             << std::setw(7) << "m" << std::setw(13) << "RMSE" << std::setw(13) << "mean |k|"
             << "\n";
-  std::ofstream csv(out / "kernel_error.csv");
+  std::ostringstream csv;
   csv << "map,draw,m,rmse,mean_abs_kernel\n";
   for (const Row& r : rows) {
     std::cout << std::left << std::setw(17) << r.map << std::setw(16) << r.draw << std::right
@@ -162,9 +162,9 @@ int main(int argc, char** argv) try {
     csv << r.map << "," << r.draw << "," << r.m << "," << std::setprecision(10) << r.rmse << ","
         << r.mean_abs_kernel << "\n";
   }
-  csv.close();
+  coulomb_examples::write_output("--out", (out / "kernel_error.csv").string(), csv.str());
   std::cout << "\ntable: " << (out / "kernel_error.csv").string() << "\n";
-  write_plot(out, {"Rff", "RffCosSin", "FavorPlus", "FavorHyperbolic", "PorfRelu"});
+  write_plot(figures, out, {"Rff", "RffCosSin", "FavorPlus", "FavorHyperbolic", "PorfRelu"});
 
   // The stabilizer: inputs of norm 30 in float, where exp(ωᵀx − ‖x‖²/2) underflows. Compare
   // the row-normalized features (what attention uses) with a double-precision reference.
@@ -196,7 +196,7 @@ int main(int argc, char** argv) try {
     const Mat X = random_rows(3, d, 5.0, r);
     std::cout << "softmax([Ωx, −Ωx]) row sums: " << fm.map(X).rowwise().sum().transpose() << "\n";
   }
-  return 0;
+  return cli.finish(figures.failed() ? 1 : 0);
 } catch (const std::exception& e) {
   std::cerr << "feature_maps_demo: " << e.what() << "\n";
   return 1;

@@ -28,6 +28,7 @@
 #include <iomanip>
 #include <iostream>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@
 #include <coulomb/train/progress.hpp>
 
 #include "common/cli.hpp"
+#include "common/figure.hpp"
 
 namespace {
 
@@ -125,13 +127,21 @@ int main(int argc, char** argv) try {
       ->capture_default_str();
   cli.add_progress();
   cli.add_quiet();
+  std::string figures_mode = "auto";
+  cli.add_figures(figures_mode);
   if (const auto status = cli.parse(argc, argv)) return *status;
   if (sizes.size() < 2 || std::adjacent_find(sizes.begin(), sizes.end(), [](Index a, Index b) {
                             return a >= b;
                           }) != sizes.end())
     return cli.reject("--sizes", "must list at least two strictly increasing numbers");
+  coulomb_examples::OutputPlan plan;
+  plan.directory("--out", out);
+  for (const char* name :
+       {"mean_field.csv", "mean_field.md", "mean_field.dat", "mean_field.gp", "mean_field.png"})
+    plan.output("--out", out / name);
+  if (const auto status = cli.check_paths(plan)) return *status;
+  coulomb_examples::Figures figures(figures_mode);
 
-  std::filesystem::create_directories(out);
   const auto start = std::chrono::steady_clock::now();
   coulomb::Rng data_rng(99);
   MatR X;
@@ -164,15 +174,13 @@ int main(int argc, char** argv) try {
   for (const Outcome& o : runs.back())
     for (int b = 0; b < bins; ++b) reference[b] += o.histogram[b] / seeds;
 
-  std::ofstream csv(out / "mean_field.csv");
+  std::ostringstream csv, md, dat;
   csv << "N,seed,energy,tv_to_reference";
   for (int b = 0; b < bins; ++b) csv << ",bin" << b;
   csv << "\n";
-  std::ofstream md(out / "mean_field.md");
   md << "| N | H_N mean | H_N sd over " << seeds
      << " seeds | TV(histogram, pooled N = " << sizes.back()
      << ") mean | modal-band fraction mean | its sd |\n|---:|---:|---:|---:|---:|---:|\n";
-  std::ofstream dat(out / "mean_field.dat");
   for (std::size_t s = 0; s < sizes.size(); ++s) {
     std::vector<double> energy, tv, inner;
     for (int seed = 0; seed < seeds; ++seed) {
@@ -202,37 +210,33 @@ int main(int argc, char** argv) try {
     }
     dat << "\n\n";
   }
-  dat.close();
+  coulomb_examples::write_output("--out", (out / "mean_field.csv").string(), csv.str());
+  coulomb_examples::write_output("--out", (out / "mean_field.md").string(), md.str());
+  coulomb_examples::write_output("--out", (out / "mean_field.dat").string(), dat.str());
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "wrote " << (out / "mean_field.csv").string() << " and "
             << (out / "mean_field.md").string() << " in " << std::setprecision(3) << seconds
             << " s\n";
 
-  if (std::system("gnuplot --version > /dev/null 2>&1") != 0) {
-    std::cout << "gnuplot not found: no figure\n";
-    return 0;
-  }
   double anchor = 0.0;  // sd of H_N at the smallest N, to anchor the 1/√N guide line
   {
     std::vector<double> e;
     for (const Outcome& o : runs.front()) e.push_back(o.energy);
     anchor = sd(e);
   }
-  const auto png = out / "mean_field.png";
-  const auto script = out / "mean_field.gp";
-  const std::string d = (out / "mean_field.dat").string();
-  std::ofstream g(script);
-  g << "set terminal pngcairo enhanced font ',10' size 1500,480\nset output '" << png.string()
-    << "'\nset multiplot layout 1,3 title 'Mean-field behaviour: the same Langevin dynamics "
+  std::ostringstream g;
+  g << figures.terminal(1500, 480)
+    << "set output ARG1\nset multiplot layout 1,3 title 'Mean-field behaviour: the same Langevin "
+       "dynamics "
        "(λ = 0.05, β = 200, 200 steps) with N particles, "
     << seeds << " seeds each'\n"
     << "set grid\nset logscale x 2\nset xrange [20:3300]\nset xlabel 'N'\n"
     << "set title 'energy H_N at the end (mean ± sd over seeds)'\nset ylabel 'H_N'\n"
-    << "plot '" << d << "' index 0 using 1:2:3 with yerrorlines lw 2 pt 7 notitle\n"
+    << "plot ARG2 index 0 using 1:2:3 with yerrorlines lw 2 pt 7 notitle\n"
     << "set logscale y\nset title 'fluctuations across seeds'\nset ylabel 'sd, or mean TV "
        "distance'\n"
-    << "plot '" << d << "' index 0 using 1:3 with linespoints lw 2 pt 7 title 'sd of H_N', '' "
+    << "plot ARG2 index 0 using 1:3 with linespoints lw 2 pt 7 title 'sd of H_N', '' "
     << "index 0 using 1:6 with linespoints lw 2 pt 5 title 'sd of the fraction with 1.5 ≤ ‖ω‖ < "
        "2.5', "
     << "'' index 0 using 1:4 with linespoints lw 2 pt 9 title 'mean TV distance to the pooled "
@@ -244,14 +248,11 @@ int main(int argc, char** argv) try {
        "of particles'\n"
     << "set title 'histogram of the particle norms (mean over seeds)'\nplot ";
   for (std::size_t s = 0; s < sizes.size(); ++s)
-    g << "'" << d << "' index " << s + 1
-      << " using 1:2 with linespoints lw 2 title 'N = " << sizes[s] << "'"
+    g << "ARG2 index " << s + 1 << " using 1:2 with linespoints lw 2 title 'N = " << sizes[s] << "'"
       << (s + 1 < sizes.size() ? ", " : "\n");
   g << "unset multiplot\n";
-  g.close();
-  if (std::system(("gnuplot '" + script.string() + "'").c_str()) == 0)
-    std::cout << "figure: " << png.string() << "\n";
-  return 0;
+  figures.draw(out / "mean_field.png", g.str(), {(out / "mean_field.dat").string()});
+  return cli.finish(figures.failed() ? 1 : 0);
 } catch (const std::exception& e) {
   std::cerr << "mean_field: " << e.what() << "\n";
   return 1;

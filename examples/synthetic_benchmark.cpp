@@ -63,6 +63,7 @@
 #include <coulomb/train/progress.hpp>
 
 #include "common/cli.hpp"
+#include "common/figure.hpp"
 
 namespace {
 
@@ -540,13 +541,14 @@ std::string fmt(double v, int digits = 3) {
 }
 
 void write_csv(const std::filesystem::path& path, const std::vector<Run>& runs) {
-  std::ofstream f(path);
+  std::ostringstream f;
   f << "task,noise,seed,method,budget,test_accuracy,bandwidth,ridge_alpha,hyperparameters,"
        "seconds\n";
   for (const Run& r : runs)
     f << task_name(r.task) << ',' << r.noise << ',' << r.seed << ',' << r.method << ',' << r.budget
       << ',' << std::setprecision(6) << r.accuracy << ',' << r.bandwidth << ',' << r.alpha << ','
       << r.hyper << ',' << r.seconds << '\n';
+  coulomb_examples::write_output("--out", path.string(), f.str());
 }
 
 void write_report(const Config& cfg, const std::vector<Run>& runs, double wall_seconds,
@@ -556,7 +558,7 @@ void write_report(const Config& cfg, const std::vector<Run>& runs, double wall_s
     if (r.method != "tuning")
       cells[{task_name(r.task), r.noise, r.method, r.budget}].push_back(r.accuracy);
 
-  std::ofstream md(cfg.out / "summary.md");
+  std::ostringstream md;
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
@@ -691,37 +693,21 @@ void write_report(const Config& cfg, const std::vector<Run>& runs, double wall_s
   std::map<std::string, std::vector<double>> times;
   for (const Run& r : runs) times[r.method].push_back(r.seconds);
   for (const auto& [m, t] : times) md << "| " << m << " | " << fmt(stats(t).mean, 4) << " |\n";
+  coulomb_examples::write_output("--out", (cfg.out / "summary.md").string(), md.str());
 }
 
 // ---------------------------------------------------------------------------------------------
 // Figures
 // ---------------------------------------------------------------------------------------------
 
-bool have_gnuplot() {
-  return std::system("gnuplot --version > /dev/null 2>&1") == 0;
-}
-
-void run_gnuplot(const std::filesystem::path& script, const std::filesystem::path& png) {
-  const std::string command = "gnuplot '" + script.string() + "'";
-  if (std::system(command.c_str()) == 0)
-    std::cout << "figure: " << png.string() << "\n";
-  else
-    std::cout << "gnuplot failed on " << script.string() << "\n";
-}
-
-std::string terminal() {
-  return std::system("gnuplot -e 'set terminal pngcairo' > /dev/null 2>&1") == 0
-             ? "pngcairo enhanced font ',10'"
-             : "png";
-}
-
 /// accuracy_vs_budget.png: one panel per task, accuracy (mean ± sd) against N at noise 0.1.
-void figure_accuracy(const Config& cfg, const std::vector<Run>& runs, double noise) {
+void figure_accuracy(coulomb_examples::Figures& figures, const Config& cfg,
+                     const std::vector<Run>& runs, double noise) {
   std::map<Key, std::vector<double>> cells;
   for (const Run& r : runs)
     cells[{task_name(r.task), r.noise, r.method, r.budget}].push_back(r.accuracy);
   const auto dat = cfg.out / "accuracy_vs_budget.dat";
-  std::ofstream f(dat);
+  std::ostringstream f;
   for (Task task : cfg.tasks) {
     for (const std::string& m : method_names) {
       f << "# " << task_name(task) << " " << m << "\n";
@@ -732,12 +718,10 @@ void figure_accuracy(const Config& cfg, const std::vector<Run>& runs, double noi
       f << "\n\n";
     }
   }
-  f.close();
-  const auto png = cfg.out / "accuracy_vs_budget.png";
-  const auto script = cfg.out / "accuracy_vs_budget.gp";
-  std::ofstream g(script);
+  coulomb_examples::write_output("--out", dat.string(), f.str());
+  std::ostringstream g;
   const std::size_t nm = method_names.size();
-  g << "set terminal " << terminal() << " size 1200,900\nset output '" << png.string() << "'\n"
+  g << figures.terminal(1200, 900) << "set output ARG1\n"
     << "set multiplot layout 2,2 title 'Test accuracy against the feature budget N (training-label "
        "noise "
     << noise << ", mean ± sd over " << cfg.seeds << " seeds)'\n"
@@ -747,15 +731,14 @@ void figure_accuracy(const Config& cfg, const std::vector<Run>& runs, double noi
     g << "set title '" << task_name(cfg.tasks[t]) << "'\nplot ";
     for (std::size_t m = 0; m < nm; ++m) {
       static const char* colours[] = {"#444444", "#1b9e77", "#1f78b4", "#d95f02", "#b15928"};
-      g << "'" << dat.string() << "' index " << t * nm + m << " using ($1*"
+      g << "ARG2 index " << t * nm + m << " using ($1*"
         << (1.0 + 0.03 * (static_cast<double>(m) - 2.0)) << "):2:3 with yerrorlines lw 2 lc rgb '"
         << colours[m % 5] << "' dt " << (m < 3 ? 1 : 2) << " title '" << method_names[m]
         << "' noenhanced" << (m + 1 < nm ? ", " : "\n");
     }
   }
   g << "unset multiplot\n";
-  g.close();
-  run_gnuplot(script, png);
+  figures.draw(cfg.out / "accuracy_vs_budget.png", g.str(), {dat.string()});
 }
 
 /// "min distance …, … distinct sites, …% near (±π, ±π)": the smallest pairwise distance of a
@@ -785,7 +768,7 @@ std::string cloud_summary(const MatR& omega) {
 
 /// The particle cloud before and after Phase A on the checkerboard (with and without
 /// repulsion), and the energy terms against the iterations.
-void figure_particles(const Config& cfg) {
+void figure_particles(coulomb_examples::Figures& figures, const Config& cfg) {
   coulomb::Rng rng(4242);
   const Data data = generate(Task::checkerboard, cfg.n_train, rng);
   Data train = data;
@@ -814,18 +797,16 @@ void figure_particles(const Config& cfg) {
       {&without, "after Phase A, λ = 0 (no repulsion), β = ∞"}};
 
   const auto dat = cfg.out / "particles_checkerboard.dat";
-  std::ofstream f(dat);
+  std::ostringstream f;
   double r = 0.0;
   for (const auto& [m, title] : panels) {
     for (Index k = 0; k < m->rows(); ++k) f << (*m)(k, 0) << " " << (*m)(k, 1) << "\n";
     f << "\n\n";
     r = std::max(r, 1.1 * static_cast<double>(m->cwiseAbs().maxCoeff()));
   }
-  f.close();
-  const auto png = cfg.out / "particles_checkerboard.png";
-  const auto script = cfg.out / "particles_checkerboard.gp";
-  std::ofstream g(script);
-  g << "set terminal " << terminal() << " size 1100,1100\nset output '" << png.string() << "'\n"
+  coulomb_examples::write_output("--out", dat.string(), f.str());
+  std::ostringstream g;
+  g << figures.terminal(1100, 1100) << "set output ARG1\n"
     << "set multiplot layout 2,2 title 'Checkerboard, N = " << budget
     << " particles (frequencies ω ∈ R^2), label noise 0.1, " << cfg.phase_a.iterations
     << " Langevin steps; red circles: the peaks (±π, ±π) of the label spectrum'\n"
@@ -838,34 +819,30 @@ void figure_particles(const Config& cfg) {
   const char* colours[] = {"#7570b3", "#1b9e77", "#66a61e", "#d95f02"};
   for (std::size_t p = 0; p < panels.size(); ++p)
     g << "set title \"" << panels[p].second << "\\n"
-      << cloud_summary(*panels[p].first) << "\"\nplot '" << dat.string() << "' index " << p
+      << cloud_summary(*panels[p].first) << "\"\nplot ARG2 index " << p
       << " with points pt 7 ps 0.7 lc rgb '" << colours[p] << "'\n";
   g << "unset multiplot\n";
-  g.close();
-  run_gnuplot(script, png);
+  figures.draw(cfg.out / "particles_checkerboard.png", g.str(), {dat.string()});
 
   const auto edat = cfg.out / "energy_checkerboard.dat";
-  std::ofstream e(edat);
+  std::ostringstream e;
   e << "# iteration alignment repulsion lambda*repulsion total alignment(lambda=0)\n";
   for (std::size_t t = 0; t < log_with.energy.size(); ++t)
     e << log_with.iteration[t] + 1 << " " << log_with.alignment[t] << " " << log_with.repulsion[t]
       << " " << lambda * log_with.repulsion[t] << " " << log_with.energy[t] << " "
       << log_without.alignment[t] << "\n";
-  e.close();
-  const auto epng = cfg.out / "energy_checkerboard.png";
-  const auto escript = cfg.out / "energy_checkerboard.gp";
-  std::ofstream h(escript);
-  h << "set terminal " << terminal() << " size 900,600\nset output '" << epng.string() << "'\n"
+  coulomb_examples::write_output("--out", edat.string(), e.str());
+  std::ostringstream h;
+  h << figures.terminal(900, 600) << "set output ARG1\n"
     << "set title 'Energy terms during Phase A (checkerboard, N = " << budget
     << ", β = 300, λ = " << fmt(lambda, 4) << ", minibatch " << cfg.phase_a.batch
     << ", cosine step schedule; minibatch estimates)'\n"
     << "set xlabel 'iteration'\nset ylabel 'energy'\nset grid\nset key top right\n"
-    << "plot '" << edat.string() << "' using 1:2 with lines lw 2 title 'alignment E (λ > 0)', "
+    << "plot ARG2 using 1:2 with lines lw 2 title 'alignment E (λ > 0)', "
     << "'' using 1:4 with lines lw 2 title 'λ·W (repulsion)', "
     << "'' using 1:5 with lines lw 2 title 'H = E + λW', "
     << "'' using 1:6 with lines lw 2 dt 2 title 'alignment E (λ = 0)'\n";
-  h.close();
-  run_gnuplot(escript, epng);
+  figures.draw(cfg.out / "energy_checkerboard.png", h.str(), {edat.string()});
 }
 
 }  // namespace
@@ -932,7 +909,19 @@ int main(int argc, char** argv) try {
       ->capture_default_str();
   cli.add_progress();
   cli.add_quiet();
+  std::string figures_mode = "auto";
+  cli.add_figures(figures_mode);
   if (const auto status = cli.parse(argc, argv)) return *status;
+  if (const auto twice = coulomb_examples::repeated_entry(task_names))
+    return cli.reject("--task", "'" + *twice + "' is listed twice");
+  if (const auto twice = coulomb_examples::repeated_entry(cfg.noise))
+    return cli.reject("--noise", "'" + fmt(*twice, 2) + "' is listed twice");
+  if (const auto twice = coulomb_examples::repeated_entry(cfg.betas))
+    return cli.reject("--betas", "'" + fmt(*twice, 2) + "' is listed twice");
+  if (const auto twice = coulomb_examples::repeated_entry(cfg.steps))
+    return cli.reject("--steps", "'" + fmt(*twice, 2) + "' is listed twice");
+  if (const auto twice = coulomb_examples::repeated_entry(cfg.lambda_rel))
+    return cli.reject("--lambdas", "'" + fmt(*twice, 2) + "' is listed twice");
   if (quick) {
     if (cli.app().count("--seeds") == 0) cfg.seeds = 1;
     if (cli.app().count("--noise") == 0) cfg.noise = {0.1};
@@ -944,7 +933,16 @@ int main(int argc, char** argv) try {
         cfg.tasks.push_back(task);
   }
   const std::string command = cli.command_line();
-  std::filesystem::create_directories(cfg.out);
+  coulomb_examples::OutputPlan plan;
+  plan.directory("--out", cfg.out);
+  for (const char* name :
+       {"runs.csv", "summary.md", "accuracy_vs_budget.dat", "accuracy_vs_budget.gp",
+        "accuracy_vs_budget.png", "particles_checkerboard.dat", "particles_checkerboard.gp",
+        "particles_checkerboard.png", "energy_checkerboard.dat", "energy_checkerboard.gp",
+        "energy_checkerboard.png"})
+    plan.output("--out", cfg.out / name);
+  if (const auto status = cli.check_paths(plan)) return *status;
+  coulomb_examples::Figures figures(figures_mode);
 
   struct Job {
     Task task;
@@ -1002,16 +1000,14 @@ int main(int argc, char** argv) try {
   write_report(cfg, runs, wall, command);
   std::cout << "wrote " << (cfg.out / "runs.csv").string() << " and "
             << (cfg.out / "summary.md").string() << " (" << fmt(wall, 1) << " s)\n";
-  if (have_gnuplot()) {
+  if (figures.wanted()) {
     const double fig_noise = std::find(cfg.noise.begin(), cfg.noise.end(), 0.1) != cfg.noise.end()
                                  ? 0.1
                                  : cfg.noise.front();
-    figure_accuracy(cfg, runs, fig_noise);
-    figure_particles(cfg);
-  } else {
-    std::cout << "gnuplot not found: no figures\n";
+    figure_accuracy(figures, cfg, runs, fig_noise);
+    figure_particles(figures, cfg);
   }
-  return 0;
+  return cli.finish(figures.failed() ? 1 : 0);
 } catch (const std::exception& e) {
   std::cerr << "synthetic_benchmark: " << e.what() << "\n";
   return 1;

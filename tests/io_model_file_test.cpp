@@ -372,10 +372,10 @@ TEST_CASE("AtomicWrite_FailureLeavesThePreviousFileAndNoTemporary", "[io][atomic
     CHECK_THROWS_WITH(coulomb::io::save_model_file(dir.file("missing/model.clmb"), big),
                       Contains("cannot create the temporary file"));
   }
-  SECTION("the target is a directory: the rename fails after a complete write") {
+  SECTION("the target is a directory: refused before anything is written") {
     fs::create_directory(dir.file("a_directory"));
     CHECK_THROWS_WITH(coulomb::io::save_model_file(dir.file("a_directory"), big),
-                      Contains("cannot rename the temporary file over it"));
+                      Contains("is a directory, not a regular file: it is never replaced"));
     CHECK(fs::is_directory(dir.file("a_directory")));
     fs::remove(dir.file("a_directory"));
   }

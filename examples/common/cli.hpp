@@ -32,9 +32,10 @@
 // Progress goes to stderr (stdout carries the results), through
 // coulomb::train::ProgressReporter; make_progress() builds one from --progress,
 // --progress-json and --quiet. Validators with clear messages for example-specific flags:
-// integer_in(lo, hi), positive_number(allow_infinity), non_negative_number(), probability(),
-// output_file(),
-// existing_directory() (CLI11's own validators also work; their messages are less precise).
+// integer_in(lo, hi), number_in(lo, hi), positive_number(allow_infinity),
+// non_negative_number(), probability(), existing_directory() (CLI11's own validators also work;
+// their messages are less precise, and CLI::Range lets NaN through); repeated_entry(list) finds
+// a repeated list entry.
 //
 // A typical main():
 //
@@ -73,6 +74,8 @@
 
 #include <coulomb/core/config.hpp>
 #include <coulomb/train/progress.hpp>
+
+#include "output.hpp"
 
 namespace coulomb_examples {
 
@@ -182,20 +185,28 @@ inline CLI::Validator output_directory() {
       "");
 }
 
-/// An output file: its directory must exist and it must not be a directory itself.
-inline CLI::Validator output_file() {
+/// A number in [lo, hi] (NaN is refused: "must be a number in [1, 1000], got 'nan'").
+inline CLI::Validator number_in(double lo, double hi) {
+  std::ostringstream range;
+  range << "[" << lo << ", " << hi << "]";
   return CLI::Validator(
-      [](std::string& text) -> std::string {
-        if (text.empty()) return "must not be empty";
-        const std::filesystem::path path(text);
-        std::error_code ec;
-        if (std::filesystem::is_directory(path, ec)) return "'" + text + "' is a directory";
-        const std::filesystem::path parent = path.parent_path();
-        if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
-          return "the directory '" + parent.string() + "' of '" + text + "' does not exist";
+      [lo, hi, r = range.str()](std::string& text) -> std::string {
+        double v = 0;
+        if (!detail::parse_number(text, v) || !(v >= lo && v <= hi))
+          return "must be a number in " + r + ", got '" + text + "'";
         return {};
       },
-      "");
+      "in " + range.str());
+}
+
+/// The first entry of `list` that appears twice in it, if any (lists of flags are sets: a
+/// repeated entry would repeat the work).
+template <typename T>
+std::optional<T> repeated_entry(const std::vector<T>& list) {
+  for (std::size_t i = 0; i < list.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (list[j] == list[i]) return list[i];
+  return std::nullopt;
 }
 
 /// An existing directory (an input, for example a data directory).
@@ -261,6 +272,18 @@ class CommandLine {
         ->capture_default_str();
   }
 
+  /// --figures MODE (auto | on | off): what a missing or failing gnuplot means
+  /// (common/figure.hpp); `mode` holds the default.
+  CLI::Option* add_figures(std::string& mode) {
+    return app_
+        .add_option("--figures", mode,
+                    "Figures drawn with gnuplot: auto (when gnuplot works, else a warning), on "
+                    "(a figure that cannot be drawn fails the run) or off")
+        ->type_name("MODE")
+        ->check(CLI::IsMember({"auto", "on", "off"}))
+        ->capture_default_str();
+  }
+
   /// -q,--quiet.
   CLI::Option* add_quiet() {
     return app_.add_flag("-q,--quiet", quiet_,
@@ -278,8 +301,7 @@ class CommandLine {
         ->capture_default_str();
     app_.add_option("--progress-json", progress_json_,
                     "Also log progress as JSON lines (one object per update) to FILE")
-        ->type_name("FILE")
-        ->check(output_file());
+        ->type_name("FILE");
   }
 
   /// Parses the command line. Returns the exit status when the program should stop now (after
@@ -315,13 +337,7 @@ class CommandLine {
     // One log for the whole program: opened (truncated) by the first reporter, appended to by
     // the later ones (Phase A, then Phase B, ...); each line carries its reporter's label.
     if (!progress_json_.empty()) {
-      if (!json_log_) {
-        json_log_ =
-            std::make_shared<std::ofstream>(progress_json_, std::ios::out | std::ios::trunc);
-        if (!*json_log_)
-          throw coulomb::io_error(name_ + ": cannot open the --progress-json file '" +
-                                  progress_json_ + "' for writing");
-      }
+      if (!json_log_) json_log_ = open_progress_log();
       options.json = json_log_.get();
     }
     return std::make_unique<coulomb::train::ProgressReporter>(std::cerr, total, std::move(options));
@@ -333,6 +349,30 @@ class CommandLine {
   int reject(const std::string& flag, const std::string& what) const {
     std::cerr << flag << ": " << what << "\nRun with --help for more information.\n";
     return static_cast<int>(CLI::ExitCodes::ValidationError);
+  }
+
+  /// Registers the --progress-json file (when given) as a stream output of `plan`, then checks
+  /// the plan (common/output.hpp). Returns nothing when the run may start, else the exit status
+  /// of an invalid value (105) after printing "<flag>: <what>" as reject() does.
+  std::optional<int> check_paths(OutputPlan& plan) const {
+    if (!progress_json_.empty()) plan.output("--progress-json", progress_json_, true);
+    if (const auto problem = plan.check()) return reject(problem->flag, problem->what);
+    return std::nullopt;
+  }
+
+  /// The exit status of a run that ended with `status`: 1 instead of 0 when the --progress-json
+  /// log could not be written completely (with "<name>: --progress-json '<path>': write error"
+  /// on stderr), else `status`. Call it last.
+  int finish(int status) const {
+    if (json_log_) {
+      json_log_->flush();
+      if (!*json_log_) {
+        std::cerr << name_ << ": --progress-json '" << progress_json_
+                  << "': write error (the log is incomplete)\n";
+        return status == 0 ? 1 : status;
+      }
+    }
+    return status;
   }
 
   /// Prints "<name>: <what>" on stderr and returns 1, for the catch block of main().
@@ -348,7 +388,23 @@ class CommandLine {
   bool quiet_ = false;
   std::string progress_mode_ = "auto";
   std::string progress_json_{};
-  mutable std::shared_ptr<std::ofstream> json_log_{};  // the --progress-json log, once opened
+  mutable std::shared_ptr<std::ostream> json_log_{};  // the --progress-json log, once opened
+
+  /// The --progress-json log: a live log (each line flushed as written, for `tail -f`), so not
+  /// atomic. "-" and the file standard output or error goes to are those streams; a FIFO or a
+  /// device is appended to (never truncated); a regular file is truncated.
+  std::shared_ptr<std::ostream> open_progress_log() const {
+    const int stream = progress_json_ == "-" ? 1 : detail::standard_stream_of(progress_json_);
+    if (stream == 1) return std::shared_ptr<std::ostream>(&std::cout, [](std::ostream*) {});
+    if (stream == 2) return std::shared_ptr<std::ostream>(&std::cerr, [](std::ostream*) {});
+    const auto mode = detail::is_stream_target(progress_json_) ? std::ios::out | std::ios::app
+                                                               : std::ios::out | std::ios::trunc;
+    auto log = std::make_shared<std::ofstream>(progress_json_, mode);
+    if (!*log)
+      throw coulomb::io_error("--progress-json '" + progress_json_ +
+                              "': cannot open it for writing");
+    return log;
+  }
 };
 
 }  // namespace coulomb_examples

@@ -14,15 +14,22 @@
 ///   4. on any error before the rename, close and remove the temporary file, then throw
 ///      coulomb::io_error; the target is untouched.
 /// A file replaced this way keeps the permission bits of the file it replaces. A symbolic link
-/// at the target is replaced by the new file (the link's destination is not written).
+/// at the target is followed (a chain of links too): the file it names is replaced, the link
+/// stays. Only regular files are ever replaced: a target that is (or whose link names) a
+/// directory, a device, a FIFO or a socket is refused with io_error before anything is written,
+/// so a save run as root never turns /dev/null or a named pipe into a regular file.
+/// check_output_path() makes the same checks, and proves the directory writable, before a long
+/// computation whose result is to be saved.
 /// Without POSIX (Windows) the same steps use the standard library: the data are flushed to the
 /// operating system but not forced to the disk, and std::filesystem::rename replaces the target.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -35,6 +42,7 @@
 #if defined(__unix__) || defined(__APPLE__)
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #define COULOMB_IO_POSIX 1
 #endif
@@ -61,6 +69,88 @@ inline std::string errno_text(int err) {
   return err != 0 ? std::string(" (") + std::strerror(err) + ")" : std::string();
 }
 
+/// What kind of file `status` describes, for messages ("a character device").
+inline std::string file_kind_name(const std::filesystem::file_status& status) {
+  namespace fs = std::filesystem;
+  switch (status.type()) {
+    case fs::file_type::directory:
+      return "a directory";
+    case fs::file_type::character:
+      return "a character device";
+    case fs::file_type::block:
+      return "a block device";
+    case fs::file_type::fifo:
+      return "a FIFO (named pipe)";
+    case fs::file_type::socket:
+      return "a socket";
+    case fs::file_type::regular:
+      return "a regular file";
+    default:
+      return "not a regular file";
+  }
+}
+
+/// `path` with its symbolic links followed to the file they name (which need not exist: a
+/// dangling link names where the file will be created). At most 40 links, as POSIX allows.
+inline std::filesystem::path follow_links(const std::filesystem::path& path,
+                                          std::string_view where) {
+  namespace fs = std::filesystem;
+  fs::path p = path;
+  for (int hops = 0;; ++hops) {
+    std::error_code ec;
+    if (!fs::is_symlink(fs::symlink_status(p, ec))) return p;
+    if (hops == 40) throw_file_error(where, path.string(), "too many levels of symbolic links");
+    fs::path next = fs::read_symlink(p, ec);
+    if (ec)
+      throw_file_error(where, path.string(),
+                       "cannot read the symbolic link '" + p.string() + "' (" + ec.message() + ")");
+    p = next.is_absolute() ? next : p.parent_path() / next;
+  }
+}
+
+}  // namespace detail
+
+/// Where a write to `path` goes: `path` itself, or, when it is a symbolic link, the file the
+/// link names (followed through a chain of links). That file must be a regular file or absent;
+/// anything else is refused with io_error "where: 'path': is a character device, not a regular
+/// file: it is never replaced" (a directory, a device, a FIFO, a socket), as is a path that
+/// names no file ("dir/").
+inline std::string resolve_output_path(
+    const std::string& path, std::string_view where = "coulomb::io::resolve_output_path") {
+  namespace fs = std::filesystem;
+  if (path.empty() || fs::path(path).filename().empty())
+    detail::throw_file_error(where, path, "the path names no file");
+  // The kernel follows the links for the type (this also handles /proc's magic links, such as
+  // /dev/stdout on a pipe); follow_links gives the path to replace.
+  std::error_code ec;
+  const fs::file_status status = fs::status(fs::path(path), ec);
+  if (fs::exists(status) && !fs::is_regular_file(status)) {
+    std::string what = "is " + detail::file_kind_name(status);
+    if (fs::is_symlink(fs::symlink_status(fs::path(path), ec)))
+      what = "is a symbolic link to " + detail::file_kind_name(status);
+    detail::throw_file_error(where, path, what + ", not a regular file: it is never replaced");
+  }
+  const fs::path target = detail::follow_links(fs::path(path), where);
+#ifdef COULOMB_IO_POSIX
+  // /dev/stdout of a process whose output goes to a file names that file: replacing it would
+  // destroy what was printed. Such a target is refused; write to the stream instead.
+  struct stat st {};
+  if (fs::exists(status) && ::stat(target.c_str(), &st) == 0) {
+    for (const int fd : {1, 2}) {
+      struct stat stream {};
+      if (::fstat(fd, &stream) == 0 && stream.st_dev == st.st_dev && stream.st_ino == st.st_ino)
+        detail::throw_file_error(where, path,
+                                 std::string("is the same file as the standard ") +
+                                     (fd == 1 ? "output" : "error") +
+                                     " of this process: it is never replaced");
+    }
+  }
+#endif
+  return target.string();
+}
+
+namespace detail {
+
 /// A name for the temporary file beside `target` that no other writer of this process uses.
 inline std::filesystem::path temporary_path_for(const std::filesystem::path& target) {
   static std::atomic<unsigned long long> counter{0};
@@ -78,13 +168,13 @@ inline std::filesystem::path temporary_path_for(const std::filesystem::path& tar
 /// The temporary file of one atomic write: closed and removed on destruction unless committed.
 class TemporaryFile {
  public:
-  TemporaryFile(std::string_view where, std::string target) : where_(where), target_(target) {
-    const std::filesystem::path tpath(target_);
-    if (tpath.filename().empty()) throw_file_error(where_, target_, "the path names no file");
+  TemporaryFile(std::string_view where, std::string target)
+      : where_(where), target_(target), resolved_(resolve_output_path(target_, where_)) {
+    const std::filesystem::path tpath(resolved_);
     // Keep the mode of the file being replaced; new files get 0666 minus the umask.
     mode_t mode = 0666;
     struct stat st {};
-    if (::stat(target_.c_str(), &st) == 0 && S_ISREG(st.st_mode)) mode = st.st_mode & 07777;
+    if (::stat(resolved_.c_str(), &st) == 0 && S_ISREG(st.st_mode)) mode = st.st_mode & 07777;
     for (int attempt = 0; attempt < 100; ++attempt) {
       path_ = temporary_path_for(tpath).string();
       fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
@@ -143,7 +233,7 @@ class TemporaryFile {
                        "cannot close the temporary file '" + path_ + "'" + errno_text(err) +
                            "; the previous file is untouched");
     }
-    if (::rename(path_.c_str(), target_.c_str()) != 0) {
+    if (::rename(path_.c_str(), resolved_.c_str()) != 0) {
       const int err = errno;
       throw_file_error(where_, target_,
                        "cannot rename the temporary file over it" + errno_text(err) +
@@ -152,7 +242,7 @@ class TemporaryFile {
     committed_ = true;
     // Make the new directory entry durable. Best effort: a failure here leaves the new file in
     // place and complete; only its survival across a power loss is not guaranteed.
-    std::string dir = std::filesystem::path(target_).parent_path().string();
+    std::string dir = std::filesystem::path(resolved_).parent_path().string();
     if (dir.empty()) dir = ".";
     const int dfd = ::open(dir.c_str(), O_RDONLY | O_CLOEXEC);
     if (dfd >= 0) {
@@ -163,7 +253,8 @@ class TemporaryFile {
 
  private:
   std::string where_;
-  std::string target_;
+  std::string target_;    // as given (in messages)
+  std::string resolved_;  // where the bytes go (resolve_output_path)
   std::string path_;
   int fd_ = -1;
   bool committed_ = false;
@@ -176,10 +267,10 @@ class TemporaryFile {
 class TemporaryFile {
  public:
   TemporaryFile(std::string_view where, std::string target)
-      : where_(where), target_(target), path_(temporary_path_for(target_)) {
-    if (std::filesystem::path(target_).filename().empty()) {
-      throw_file_error(where_, target_, "the path names no file");
-    }
+      : where_(where),
+        target_(target),
+        resolved_(resolve_output_path(target_, where_)),
+        path_(temporary_path_for(resolved_)) {
     out_.open(path_, std::ios::binary | std::ios::trunc);
     if (!out_) {
       throw_file_error(where_, target_,
@@ -217,7 +308,7 @@ class TemporaryFile {
                            "'; the previous file is untouched");
     }
     std::error_code ec;
-    std::filesystem::rename(path_, target_, ec);
+    std::filesystem::rename(path_, resolved_, ec);
     if (ec) {
       throw_file_error(where_, target_,
                        "cannot rename the temporary file over it (" + ec.message() +
@@ -228,7 +319,8 @@ class TemporaryFile {
 
  private:
   std::string where_;
-  std::string target_;
+  std::string target_;    // as given (in messages)
+  std::string resolved_;  // where the bytes go (resolve_output_path)
   std::filesystem::path path_;
   std::ofstream out_;
   bool committed_ = false;
@@ -261,6 +353,89 @@ inline void write_file_atomically(const std::string& path, std::span<const std::
                                   std::string_view where = "coulomb::io::write_file_atomically") {
   write_file_atomically(
       path, [bytes](auto& sink) { sink(bytes); }, where);
+}
+
+/// Checks, before a computation whose result is to be written to `path`, that
+/// write_file_atomically(path, …) can succeed: `path` resolves to a regular file or to nothing
+/// (resolve_output_path), its directory exists, and a file can be created in it, written
+/// (`probe_bytes`, at least 1) and flushed to the disk; the probe file is removed again. With
+/// `expected_bytes` > 0, the file system must also have that many bytes available (statvfs).
+/// Throws io_error "where: 'path': what" naming the reason (a missing directory, a read-only
+/// folder, a full disk). This proves the conditions at the time of the call only; the write
+/// itself still reports any later failure and keeps the previous file.
+inline void check_output_path(const std::string& path,
+                              std::string_view where = "coulomb::io::check_output_path",
+                              std::uintmax_t expected_bytes = 0, std::size_t probe_bytes = 4096) {
+  namespace fs = std::filesystem;
+  const fs::path target(resolve_output_path(path, where));
+  fs::path dir = target.parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  const fs::file_status dir_status = fs::status(dir, ec);
+  if (!fs::exists(dir_status))
+    detail::throw_file_error(where, path, "the directory '" + dir.string() + "' does not exist");
+  if (!fs::is_directory(dir_status))
+    detail::throw_file_error(where, path, "'" + dir.string() + "' is not a directory");
+  const std::string probe = detail::temporary_path_for(target).string();
+  const std::string zeros(std::max<std::size_t>(probe_bytes, 1), '\0');
+#ifdef COULOMB_IO_POSIX
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    const int err = errno;
+    detail::throw_file_error(
+        where, path,
+        "cannot create a file in the directory '" + dir.string() + "'" + detail::errno_text(err));
+  }
+  int err = 0;
+  std::size_t left = zeros.size();
+  while (left > 0 && err == 0) {
+    const ::ssize_t n = ::write(fd, zeros.data() + (zeros.size() - left), left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      err = errno;
+    else
+      left -= static_cast<std::size_t>(n);
+  }
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  ::close(fd);
+  ::unlink(probe.c_str());
+  if (err != 0)
+    detail::throw_file_error(
+        where, path,
+        "cannot write a file in the directory '" + dir.string() + "'" + detail::errno_text(err));
+  if (expected_bytes > 0) {
+    struct statvfs vfs {};
+    if (::statvfs(dir.c_str(), &vfs) == 0) {
+      const std::uintmax_t available =
+          static_cast<std::uintmax_t>(vfs.f_bavail) * static_cast<std::uintmax_t>(vfs.f_frsize);
+      if (available < expected_bytes)
+        detail::throw_file_error(where, path,
+                                 "the file system of '" + dir.string() + "' has " +
+                                     std::to_string(available) + " bytes free, the file needs " +
+                                     std::to_string(expected_bytes));
+    }
+  }
+#else
+  {
+    std::ofstream out(probe, std::ios::binary | std::ios::trunc);
+    out.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+    out.flush();
+    const bool ok = static_cast<bool>(out);
+    out.close();
+    fs::remove(probe, ec);
+    if (!ok)
+      detail::throw_file_error(where, path,
+                               "cannot write a file in the directory '" + dir.string() + "'");
+  }
+  if (expected_bytes > 0) {
+    const fs::space_info space = fs::space(dir, ec);
+    if (!ec && space.available < expected_bytes)
+      detail::throw_file_error(where, path,
+                               "the file system of '" + dir.string() + "' has " +
+                                   std::to_string(space.available) +
+                                   " bytes free, the file needs " + std::to_string(expected_bytes));
+  }
+#endif
 }
 
 /// Reads the whole file at `path`. Throws io_error "where: 'path': what" when it cannot be
