@@ -72,21 +72,22 @@ struct Row {
   coulomb::ClassificationMetrics metrics;
 };
 
-/// The first line of a TSV file, plain or gzip.
-std::string first_line_of(const std::string& path) {
+/// The text of a TSV file, read once (a pipe or FIFO works), decompressed when its first bytes
+/// are the gzip magic (by content, as every coulomb tool decides).
+std::string read_tsv_text(const std::string& path) {
   std::string bytes = coulomb::detail::read_file_bytes(path, "evaluate");
   if (coulomb::detail::has_gzip_magic(bytes)) bytes = coulomb::gunzip(bytes, path);
-  std::string line = bytes.substr(0, bytes.find('\n'));
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  return line;
+  return bytes;
 }
 
-/// The columns of layout `name`; "auto" looks at the header of `path`.
-coulomb::TextColumns columns_for(const std::string& name, const std::string& path,
+/// The columns of layout `name`; "auto" looks at the header line of `text`.
+coulomb::TextColumns columns_for(const std::string& name, std::string_view text,
                                  std::string& chosen) {
   chosen = name;
   if (chosen == "auto") {
-    const std::string line = "\t" + first_line_of(path) + "\t";
+    std::string first(text.substr(0, text.find('\n')));
+    if (!first.empty() && first.back() == '\r') first.pop_back();
+    const std::string line = "\t" + first + "\t";
     auto has = [&](const char* column) {
       return line.find("\t" + std::string(column) + "\t") != std::string::npos;
     };
@@ -186,7 +187,7 @@ struct Result {
 };
 
 template <typename Loaded>
-Result evaluate(Loaded& loaded, const Options& opt) {
+Result evaluate(Loaded& loaded, const Options& opt, const std::string& tsv_text) {
   Result r;
   r.header = loaded.header;
   const coulomb::nn::TextClassifierConfig& c = loaded.model.config();
@@ -208,12 +209,12 @@ Result evaluate(Loaded& loaded, const Options& opt) {
     r.model_line = os.str();
   }
 
-  const coulomb::TextColumns columns = columns_for(opt.columns, opt.data, r.columns);
+  const coulomb::TextColumns columns = columns_for(opt.columns, tsv_text, r.columns);
   coulomb::TextReadOptions read;
   read.num_classes = static_cast<int>(c.num_classes);
   read.malformed =
       opt.skip_malformed ? coulomb::MalformedRows::skip : coulomb::MalformedRows::error;
-  const coulomb::TextDataset data = coulomb::read_text_dataset_auto(opt.data, columns, read);
+  const coulomb::TextDataset data = coulomb::parse_text_dataset(tsv_text, opt.data, columns, read);
   if (data.examples.empty()) throw coulomb::io_error("'" + opt.data + "': no examples to evaluate");
   if (c.use_segments && !data.is_pair)
     throw coulomb::invalid_argument(
@@ -312,9 +313,7 @@ void write_json(const Result& r, const Options& opt, const std::string& command)
        << ", \"accuracy\": " << json_number(b.accuracy) << "}";
   }
   js << "\n  ]\n}\n";
-  const std::string text = js.str();
-  coulomb::io::write_file_atomically(opt.json, std::as_bytes(std::span(text.data(), text.size())),
-                                     "evaluate --json");
+  coulomb_examples::write_output("--json", opt.json, js.str());
 }
 
 void write_reliability(const Result& r, const Options& opt) {
@@ -325,10 +324,7 @@ void write_reliability(const Result& r, const Options& opt) {
     csv << i << ',' << json_number(b.lower) << ',' << json_number(b.upper) << ',' << b.count << ','
         << json_number(b.mean_confidence) << ',' << json_number(b.accuracy) << '\n';
   }
-  const std::string text = csv.str();
-  coulomb::io::write_file_atomically(opt.reliability_csv,
-                                     std::as_bytes(std::span(text.data(), text.size())),
-                                     "evaluate --reliability-csv");
+  coulomb_examples::write_output("--reliability-csv", opt.reliability_csv, csv.str());
 }
 
 }  // namespace
@@ -362,26 +358,37 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", opt.batch_size, "Sequences per forward pass")
       ->check(coulomb_examples::integer_in(1, 65536))
       ->capture_default_str();
-  app.add_option("--json", opt.json, "Also write the report as JSON to FILE")
-      ->type_name("FILE")
-      ->check(coulomb_examples::output_file());
+  app.add_option("--json", opt.json,
+                 "Also write the report as JSON to FILE ('-': standard output, and the table "
+                 "goes to stderr)")
+      ->type_name("FILE");
   app.add_option("--reliability-csv", opt.reliability_csv,
-                 "Write the 15-bin reliability diagram of the clean data as CSV to FILE")
-      ->type_name("FILE")
-      ->check(coulomb_examples::output_file());
+                 "Write the 15-bin reliability diagram of the clean data as CSV to FILE ('-': "
+                 "standard output, and the table goes to stderr)")
+      ->type_name("FILE");
   app.add_flag("--robustness", opt.robustness,
                "Also evaluate under random token drop and swap at 10% and 20%");
   cli.add_seed(opt.seed, "Seed of the robustness perturbations");
   app.add_flag("--skip-malformed", opt.skip_malformed,
                "Skip (and count) rows with a wrong number of fields instead of stopping");
   if (const auto status = cli.parse(argc, argv)) return *status;
+  coulomb_examples::OutputPlan plan;
+  plan.input("--model", opt.model);
+  plan.input("--data", opt.data);
+  if (!opt.json.empty()) plan.output("--json", opt.json, true);
+  if (!opt.reliability_csv.empty()) plan.output("--reliability-csv", opt.reliability_csv, true);
+  if (const auto status = cli.check_paths(plan)) return *status;
+  // With a report on standard output, the table goes to stderr: stdout carries only the report.
+  std::ostream& table = opt.json == "-" || opt.reliability_csv == "-" ? std::cerr : std::cout;
 
   try {
+    const std::string tsv_text = read_tsv_text(opt.data);  // read once: a pipe works
     coulomb::io::TextModelLoadOptions load;
     load.num_threads = opt.threads;
     const Result result = coulomb::io::visit_text_model(
-        opt.model, [&](auto& loaded) { return evaluate(loaded, opt); }, load);
-    print(result, opt, std::cout);
+        opt.model, [&](auto& loaded) { return evaluate(loaded, opt, tsv_text); }, load);
+    print(result, opt, table);
+    table.flush();
     if (!opt.json.empty()) write_json(result, opt, cli.command_line());
     if (!opt.reliability_csv.empty()) write_reliability(result, opt);
   } catch (const std::exception& e) {

@@ -266,10 +266,9 @@ void write_report(const paper::RunTable& table, const std::vector<Dataset>& data
     }
   }
   md << "\n" << table.rows().size() << " runs in runs.csv; " << seeds << " seeds requested.\n";
-  std::ofstream out(path);
-  out << md.str();
-  if (!out) throw std::runtime_error("cannot write '" + path.string() + "'");
-  std::cout << md.str();
+  std::cout << md.str();  // first: the table survives a failing write
+  std::cout.flush();
+  coulomb_examples::write_output("--out", path.string(), md.str());
 }
 
 }  // namespace
@@ -325,26 +324,53 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   cli.add_quiet();
   if (const auto status = cli.parse(argc, argv)) return *status;
+  if (const auto twice = coulomb_examples::repeated_entry(maps))
+    return cli.reject("--maps", "'" + *twice + "' is listed twice");
+
+  // Every dataset is read and checked, and every output checked, before the first run.
+  std::vector<Dataset> datasets;
+  std::map<std::string, coulomb_examples::TextExperimentData> loaded;
+  coulomb_examples::OutputPlan plan;
+  for (const auto& spec : data_specs) {
+    const auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      return cli.reject("--data", "'" + spec + "' is not NAME=DIR");
+    Dataset d{spec.substr(0, eq), fs::path(spec.substr(eq + 1))};
+    if (d.name.find_first_of(",\"\n") != std::string::npos)
+      return cli.reject("--data", "dataset name '" + d.name + "' holds a comma or quote");
+    for (const auto& other : datasets) {
+      if (other.name == d.name) return cli.reject("--data", "'" + d.name + "' is given twice");
+      std::error_code ec;
+      if (fs::equivalent(other.dir, d.dir, ec))
+        return cli.reject("--data", "'" + d.name + "' and '" + other.name +
+                                        "' name the same directory '" + d.dir.string() + "'");
+    }
+    if (!report_only) {
+      if (!fs::is_directory(d.dir))
+        return cli.reject("--data " + d.name, "'" + d.dir.string() + "' is not a directory");
+      try {
+        auto data = coulomb_examples::load_text_experiment_data(d.dir);
+        coulomb_examples::check_text_experiment(base, data);
+        plan.input("--data " + d.name, data.train_path);
+        plan.input("--data " + d.name, data.validation_path);
+        loaded.emplace(d.name, std::move(data));
+      } catch (const coulomb_examples::TextExperimentError& e) {
+        return cli.reject(e.flag() + " " + d.name, e.what());
+      } catch (const std::exception& e) {
+        return cli.fail(e);
+      }
+    }
+    datasets.push_back(std::move(d));
+  }
+  plan.directory("--out", out);
+  plan.output("--out", out / "runs.csv");
+  plan.output("--out", out / "results.md");
+  if (const auto status = cli.check_paths(plan)) return *status;
 
   try {
-    std::vector<Dataset> datasets;
-    for (const auto& spec : data_specs) {
-      const auto eq = spec.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-        throw coulomb::invalid_argument("reproduce_paper: --data '" + spec + "' is not NAME=DIR");
-      Dataset d{spec.substr(0, eq), fs::path(spec.substr(eq + 1))};
-      if (d.name.find_first_of(",\"\n") != std::string::npos)
-        throw coulomb::invalid_argument("reproduce_paper: dataset name '" + d.name +
-                                        "' holds a comma or quote");
-      if (!report_only && !fs::is_directory(d.dir))
-        throw coulomb::invalid_argument("reproduce_paper: --data " + d.name + ": '" +
-                                        d.dir.string() + "' is not a directory");
-      datasets.push_back(std::move(d));
-    }
     const auto vars = variants(maps, !no_softmax, !no_tied);
     const auto names = value_names(base.perturbation_rates);
     paper::RunTable table(key_names, names);
-    fs::create_directories(out);
     const std::string csv = (out / "runs.csv").string();
     const std::size_t found = table.load(csv);
 
@@ -391,7 +417,7 @@ int main(int argc, char** argv) {
           cfg.seed = static_cast<std::uint64_t>(job.seed);
           cfg.epochs = epochs_of(job.d.name, epochs_override, base.epochs);
           try {
-            const auto result = coulomb_examples::run_text_experiment(cfg);
+            const auto result = coulomb_examples::run_text_experiment(cfg, loaded.at(job.d.name));
             auto row = row_of(keys_of(job.d, job.v, job.seed), result, names);
             std::lock_guard lock(mutex);
             table.append(csv, std::move(row));

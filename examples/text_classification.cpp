@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
   app.add_option("--radius-factor", cfg.phase_a_radius_factor,
                  "Phase A projects every particle onto the ball of radius (this factor) x the "
                  "largest initial particle norm")
-      ->check(CLI::Range(1.0, 1000.0))
+      ->check(ce::number_in(1.0, 1000.0))
       ->capture_default_str();
   app.add_option("--repulsion", cfg.phase_a_repulsion, "Weight lambda of the Riesz repulsion")
       ->check(ce::non_negative_number())
@@ -205,15 +205,46 @@ int main(int argc, char** argv) {
   app.add_option("--model", cfg.model_path,
                  "Also save the trained model (vocabulary, configuration, weights, Omega) to "
                  "this file (io/text_model.hpp)")
-      ->type_name("PATH")
-      ->check(ce::output_file());
+      ->type_name("PATH");
   cli.add_out(out);
   cli.add_quiet();
   cli.add_progress();
+  std::string figures_mode = "auto";
+  cli.add_figures(figures_mode);
   if (const auto status = cli.parse(argc, argv)) return *status;
-  if (cfg.d_model % cfg.heads != 0)
-    return cli.reject("--heads", "must divide --d-model (" + std::to_string(cfg.d_model) +
-                                     "), got " + std::to_string(cfg.heads));
+  if (cfg.resume && cfg.checkpoint_prefix.empty())
+    return cli.reject("--resume", "needs --checkpoint PREFIX (the checkpoints to resume from)");
+
+  // Everything that can be checked is checked here, before any training: the data (read once),
+  // the settings, every file to be written.
+  ce::TextExperimentData data;
+  try {
+    data = ce::load_text_experiment_data(cfg.data_dir, cfg.task);
+    ce::check_text_experiment(cfg, data);
+  } catch (const ce::TextExperimentError& e) {
+    return cli.reject(e.flag(), e.what());
+  } catch (const std::exception& e) {
+    return cli.fail(e);
+  }
+  const std::string run = ce::run_file_stem(cfg);
+  const auto json = out / (run + ".json");
+  const auto csv = out / (run + "_reliability.csv");
+  const auto png = out / (run + "_reliability.png");
+  ce::OutputPlan plan;
+  plan.input("--data", data.train_path);
+  plan.input("--data", data.validation_path);
+  plan.directory("--out", out);
+  plan.output("--out", json);
+  plan.output("--out", csv);
+  plan.output("--out", out / (run + "_reliability.gp"));
+  plan.output("--out", png);
+  if (!cfg.model_path.empty()) plan.output("--model", cfg.model_path);
+  if (!cfg.checkpoint_prefix.empty()) {
+    plan.output("--checkpoint", cfg.checkpoint_prefix + ".phase_a.ckpt");
+    plan.output("--checkpoint", cfg.checkpoint_prefix + ".phase_b.ckpt");
+  }
+  if (const auto status = cli.check_paths(plan)) return *status;
+  ce::Figures figures(figures_mode);
 
   try {
     ce::TextExperimentHooks hooks;
@@ -223,29 +254,21 @@ int main(int argc, char** argv) {
     hooks.message = [&](const std::string& text) {
       if (!cli.quiet()) std::cerr << text << "\n";
     };
-    const ce::TextExperimentResult r = ce::run_text_experiment(cfg, hooks);
-
-    std::filesystem::create_directories(out);
-    std::string run =
-        r.config.dataset + "_" +
-        (r.config.attention == "softmax" ? std::string("softmax")
-                                         : r.config.kernel + "-" + r.config.feature_map) +
-        (r.config.tied_qk ? "_qk" : "") + "_seed" + std::to_string(r.config.seed);
+    const ce::TextExperimentResult r = ce::run_text_experiment(cfg, data, hooks);
+    // The table first: whatever happens to the files, the results are on stdout.
     ce::print_metric_table(std::cout, r);
-    const auto json = out / (run + ".json");
-    const auto csv = out / (run + "_reliability.csv");
-    const auto png = out / (run + "_reliability.png");
-    ce::write_text_file(json, ce::json_report(r, cli.command_line()));
-    ce::write_text_file(csv, ce::reliability_csv(r));
+    std::cout.flush();
+    ce::write_output("--out", json.string(), ce::json_report(r, cli.command_line()));
+    ce::write_output("--out", csv.string(), ce::reliability_csv(r));
     std::cout << "report: " << json.string() << "\nreliability diagram: " << csv.string() << "\n";
-    if (ce::plot_reliability(
-            csv, png, "Reliability, " + r.config.dataset + ", " + ce::variant_name(r.config)))
-      std::cout << "figure: " << png.string() << "\n";
-    else
-      std::cout << "note: gnuplot is not installed (or failed): no PNG of the reliability "
-                   "diagram\n";
+    ce::plot_reliability(figures, csv, png,
+                         "Reliability, " + r.config.dataset + ", " + ce::variant_name(r.config));
+    if (!r.model_error.empty()) {
+      std::cerr << cli.name() << ": the model was not saved: " << r.model_error << "\n";
+      return cli.finish(1);
+    }
+    return cli.finish(figures.failed() ? 1 : 0);
   } catch (const std::exception& e) {
-    return cli.fail(e);
+    return cli.finish(cli.fail(e));
   }
-  return 0;
 }

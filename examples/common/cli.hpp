@@ -334,6 +334,7 @@ class CommandLine {
       coulomb::Index total, coulomb::train::ProgressOptions options = {}) const {
     options.mode = quiet_ ? coulomb::train::ProgressMode::off
                           : coulomb::train::progress_mode_from_string(progress_mode_);
+    if (quiet_) options.messages = false;  // no per-epoch lines either
     // One log for the whole program: opened (truncated) by the first reporter, appended to by
     // the later ones (Phase A, then Phase B, ...); each line carries its reporter's label.
     if (!progress_json_.empty()) {

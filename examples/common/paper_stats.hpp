@@ -27,6 +27,8 @@
 #include <string_view>
 #include <vector>
 
+#include <coulomb/io/atomic_file.hpp>
+
 namespace coulomb_examples::paper {
 
 /// One training run: its key fields and its numeric results, in the table's column order.
@@ -179,28 +181,33 @@ class RunTable {
     return count;
   }
 
-  /// Appends `row` to the file at `path` (writing the header first if the file is new or
-  /// empty) and to the table; flushes before returning.
+  /// Adds `row` to the table and replaces the file at `path` with the whole table, atomically
+  /// (io/atomic_file.hpp: a crash or a full disk leaves the previous file, never a torn one).
   void append(const std::string& path, RunRow row) {
     check_row(row);
-    bool fresh = true;
-    {
-      std::ifstream probe(path, std::ios::binary | std::ios::ate);
-      fresh = !probe || probe.tellg() <= 0;
-    }
-    std::ofstream out(path, std::ios::binary | std::ios::app);
-    if (!out) throw std::runtime_error("cannot open '" + path + "' for appending");
-    if (fresh) out << join(header()) << '\n';
-    std::vector<std::string> fields = row.keys;
-    for (double v : row.values) {
-      char buf[64];
-      const auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v);  // shortest round trip
-      fields.emplace_back(buf, ptr);
-    }
-    out << join(fields) << '\n';
-    out.flush();
-    if (!out) throw std::runtime_error("writing '" + path + "' failed");
     rows_.push_back(std::move(row));
+    try {
+      save(path);
+    } catch (...) {
+      rows_.pop_back();
+      throw;
+    }
+  }
+
+  /// Writes the header and every row to `path`, atomically.
+  void save(const std::string& path) const {
+    std::string text = join(header()) + '\n';
+    for (const auto& r : rows_) {
+      std::vector<std::string> fields = r.keys;
+      for (double v : r.values) {
+        char buf[64];
+        const auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v);  // shortest round trip
+        fields.emplace_back(buf, ptr);
+      }
+      text += join(fields) + '\n';
+    }
+    coulomb::io::write_file_atomically(path, std::as_bytes(std::span(text.data(), text.size())),
+                                       "run table");
   }
 
   /// Values of column `value` of the rows whose keys match `filter` (an empty filter entry

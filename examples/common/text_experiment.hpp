@@ -16,8 +16,9 @@
 //      the only data that selects anything), under token drop and swap at 10% and 20%, the
 //      reliability diagram, and the timings.
 //
-// Reports: print_metric_table (stdout), write_json_report, write_reliability_csv and
-// plot_reliability (gnuplot, when installed).
+// Reports: print_metric_table (stdout), json_report, reliability_csv and plot_reliability
+// (common/figure.hpp). load_text_experiment_data and check_text_experiment find bad inputs and
+// settings before any training (TextExperimentError names the flag).
 #pragma once
 
 #include <algorithm>
@@ -42,6 +43,8 @@
 #include <coulomb/train/phase_a.hpp>
 #include <coulomb/train/phase_b.hpp>
 #include <coulomb/train/progress.hpp>
+
+#include "figure.hpp"
 
 namespace coulomb_examples {
 
@@ -152,6 +155,8 @@ struct TextExperimentResult {
   std::vector<MetricRow> rows{};                       ///< validation, then the perturbed rows
   std::vector<coulomb::ReliabilityBin> reliability{};  ///< 15 bins, on the validation split
   double seconds = 0.0;                                ///< whole run
+  /// Why the model could not be saved to config.model_path (empty: saved, or not asked for).
+  std::string model_error{};
 };
 
 /// Optional hooks: progress reporters for the two phases (may return nullptr) and one-line
@@ -163,61 +168,179 @@ struct TextExperimentHooks {
   std::function<void(const std::string&)> message{};  ///< one-line notes (stderr)
 };
 
+/// An input or setting of a run that cannot work, found before any training: the command-line
+/// flag it concerns and what is wrong (the tools print "<flag>: <what>", exit status 105).
+class TextExperimentError : public coulomb::invalid_argument {
+ public:
+  /// `flag` ("--data", "--dev-fraction", …) and the message.
+  TextExperimentError(std::string flag, const std::string& what)
+      : coulomb::invalid_argument(what), flag_(std::move(flag)) {}
+  /// The flag the problem concerns.
+  const std::string& flag() const noexcept { return flag_; }
+
+ private:
+  std::string flag_;
+};
+
+/// The two splits of a dataset, each read once and checked (load_text_experiment_data).
+struct TextExperimentData {
+  std::filesystem::path train_path{}, validation_path{};
+  std::string columns_name{};  ///< the layout read: single, pair, glue-mrpc or qqp
+  coulomb::TextColumns columns{};
+  coulomb::TextDataset train{};       ///< the whole training split (the development set is cut
+                                      ///< from it per run)
+  coulomb::TextDataset validation{};  ///< the validation split
+};
+
+/// The dataset's name in reports: cfg.dataset, or the name of the data directory.
+inline std::string dataset_name(const TextExperimentConfig& cfg) {
+  if (!cfg.dataset.empty()) return cfg.dataset;
+  std::filesystem::path p = cfg.data_dir;
+  if (!p.has_filename()) p = p.parent_path();
+  return p.filename().string();
+}
+
+/// The name of a run's files, "<dataset>_<kernel>-<map>[_qk]_seed<S>" (softmax attention:
+/// "<dataset>_softmax[_qk]_seed<S>").
+inline std::string run_file_stem(const TextExperimentConfig& cfg) {
+  return dataset_name(cfg) + "_" +
+         (cfg.attention == "softmax" ? std::string("softmax")
+                                     : cfg.kernel + "-" + cfg.feature_map) +
+         (cfg.tied_qk ? "_qk" : "") + "_seed" + std::to_string(cfg.seed);
+}
+
 namespace detail {
 
-/// The file <dir>/<stem>.tsv.gz or <dir>/<stem>.tsv, whichever exists (the first of `stems`).
+/// The file <dir>/<stem>.tsv.gz or <dir>/<stem>.tsv, whichever exists (the first of `stems`);
+/// any file but a directory (a FIFO or a link to one is read like a file).
 inline std::filesystem::path find_split(const std::filesystem::path& dir,
                                         const std::vector<std::string>& stems) {
   for (const auto& stem : stems) {
     for (const char* ext : {".tsv.gz", ".tsv"}) {
       const auto p = dir / (stem + ext);
-      if (std::filesystem::is_regular_file(p)) return p;
+      std::error_code ec;
+      const auto status = std::filesystem::status(p, ec);
+      if (std::filesystem::exists(status) && !std::filesystem::is_directory(status)) return p;
     }
   }
-  throw coulomb::io_error("text_experiment: no " + stems.front() + ".tsv.gz or " + stems.front() +
-                          ".tsv in '" + dir.string() + "'");
+  throw TextExperimentError("--data", "no " + stems.front() + ".tsv.gz or " + stems.front() +
+                                          ".tsv in '" + dir.string() + "'");
 }
 
-/// The columns of `task`, or (auto) the layout the header of `path` shows.
-inline coulomb::TextColumns columns_for(const std::string& task, const std::filesystem::path& path,
-                                        std::string& name) {
-  std::string t = task;
-  if (t == "auto") {
-    std::string first_line;
-    if (path.extension() == ".gz") {
-      const std::string bytes = coulomb::read_gzip_file(path.string());
-      first_line = bytes.substr(0, bytes.find('\n'));
-    } else {
-      std::ifstream in(path);
-      std::getline(in, first_line);
-    }
-    if (!first_line.empty() && first_line.back() == '\r') first_line.pop_back();
-    auto has = [&](const std::string& column) {
-      const std::string line = "\t" + first_line + "\t";
-      return line.find("\t" + column + "\t") != std::string::npos;
-    };
-    if (has("is_duplicate"))
-      t = "qqp";
-    else if (has("#1 String"))
-      t = "glue-mrpc";
-    else if (has("sentence1") || has("question1"))
-      t = "pair";
-    else
-      t = "single";
-  }
-  name = t;
-  if (t == "single") return coulomb::TextColumns::sst2();
-  if (t == "pair") return coulomb::TextColumns::mrpc();
-  if (t == "glue-mrpc") return coulomb::TextColumns::glue_mrpc();
-  if (t == "qqp") return coulomb::TextColumns::qqp();
-  coulomb::detail::throw_invalid("text_experiment", "unknown task '" + task + "'");
+/// The text of the file at `path`, read once, decompressed when it starts with the gzip magic
+/// bytes (by content, whatever its name).
+inline std::string read_split_text(const std::filesystem::path& path) {
+  std::string bytes = coulomb::detail::read_file_bytes(path.string(), "text_experiment");
+  if (coulomb::detail::has_gzip_magic(bytes)) bytes = coulomb::gunzip(bytes, path.string());
+  return bytes;
+}
+
+/// The layout `task` names, or (auto) the one the header line of `text` shows.
+inline std::string layout_of(const std::string& task, std::string_view text) {
+  if (task != "auto") return task;
+  std::string first_line(text.substr(0, text.find('\n')));
+  if (!first_line.empty() && first_line.back() == '\r') first_line.pop_back();
+  auto has = [&](const std::string& column) {
+    const std::string line = "\t" + first_line + "\t";
+    return line.find("\t" + column + "\t") != std::string::npos;
+  };
+  if (has("is_duplicate")) return "qqp";
+  if (has("#1 String")) return "glue-mrpc";
+  if (has("sentence1") || has("question1")) return "pair";
+  return "single";
+}
+
+/// The columns of a layout name.
+inline coulomb::TextColumns columns_of(const std::string& layout) {
+  if (layout == "single") return coulomb::TextColumns::sst2();
+  if (layout == "pair") return coulomb::TextColumns::mrpc();
+  if (layout == "glue-mrpc") return coulomb::TextColumns::glue_mrpc();
+  if (layout == "qqp") return coulomb::TextColumns::qqp();
+  throw TextExperimentError("--task", "unknown task '" + layout + "'");
+}
+
+/// "class 0: 12, class 1: 0" for messages.
+inline std::string class_count_text(const coulomb::TextDataset& d) {
+  std::string out;
+  const auto counts = d.class_counts();
+  for (std::size_t c = 0; c < counts.size(); ++c)
+    out += (c ? ", class " : "class ") + std::to_string(c) + ": " + std::to_string(counts[c]);
+  return out;
 }
 
 }  // namespace detail
 
+/// Reads the training and validation splits of `data_dir` (train.tsv(.gz) and validation.tsv(.gz)
+/// or dev.tsv(.gz)), each file exactly once (pipes and FIFOs work), gzip detected by content,
+/// the layout from `task` or (auto) from the training file's header. Throws TextExperimentError
+/// (flag --data) for a missing or unreadable file, a split without examples, unlabelled rows, or
+/// a training split with fewer than two classes (naming the class counts).
+inline TextExperimentData load_text_experiment_data(const std::filesystem::path& data_dir,
+                                                    const std::string& task = "auto") {
+  TextExperimentData data;
+  data.train_path = detail::find_split(data_dir, {"train"});
+  data.validation_path = detail::find_split(data_dir, {"validation", "dev"});
+  try {
+    const std::string train_text = detail::read_split_text(data.train_path);
+    data.columns_name = detail::layout_of(task, train_text);
+    data.columns = detail::columns_of(data.columns_name);
+    coulomb::TextReadOptions read_options;
+    if (data.columns_name == "qqp") read_options.malformed = coulomb::MalformedRows::skip;
+    data.train = coulomb::parse_text_dataset(train_text, data.train_path.string(), data.columns,
+                                             read_options);
+    data.validation =
+        coulomb::parse_text_dataset(detail::read_split_text(data.validation_path),
+                                    data.validation_path.string(), data.columns, read_options);
+  } catch (const TextExperimentError&) {
+    throw;
+  } catch (const coulomb::error& e) {
+    throw TextExperimentError("--data", e.what());
+  }
+  for (const auto* d : {&data.train, &data.validation}) {
+    const auto& path = d == &data.train ? data.train_path : data.validation_path;
+    if (d->examples.empty())
+      throw TextExperimentError("--data", "'" + path.string() + "' holds no examples");
+    if (!d->is_labelled)
+      throw TextExperimentError("--data", "'" + path.string() + "' has no label column");
+  }
+  const auto counts = data.train.class_counts();
+  if (std::count_if(counts.begin(), counts.end(), [](coulomb::Index c) { return c > 0; }) < 2)
+    throw TextExperimentError("--data", "the training split '" + data.train_path.string() +
+                                            "' holds examples of one class only (" +
+                                            detail::class_count_text(data.train) +
+                                            "): a classifier needs at least two");
+  return data;
+}
+
+/// Checks the settings of `cfg` against `data` before any work: the development split leaves
+/// examples on both sides, --swap-pairs and --pooling pair have sentence pairs, the model's
+/// configuration is valid. Throws TextExperimentError naming the flag.
+inline void check_text_experiment(const TextExperimentConfig& cfg, const TextExperimentData& data) {
+  const auto n = data.train.size();
+  const auto n_dev =
+      static_cast<coulomb::Index>(std::llround(cfg.dev_fraction * static_cast<double>(n)));
+  if (n_dev <= 0 || n_dev >= n)
+    throw TextExperimentError(
+        "--dev-fraction", "holds out " + std::to_string(n_dev) + " of the " + std::to_string(n) +
+                              " training examples of '" + data.train_path.string() +
+                              "', which leaves an empty development or training set");
+  if (cfg.swap_pairs && !data.columns.is_pair())
+    throw TextExperimentError(
+        "--swap-pairs",
+        "needs a sentence-pair dataset, '" + data.train_path.string() + "' holds single sentences");
+  if (cfg.pooling == "pair" && !data.columns.is_pair())
+    throw TextExperimentError("--pooling", "'pair' needs a sentence-pair dataset, '" +
+                                               data.train_path.string() +
+                                               "' holds single sentences");
+  if (cfg.d_model % cfg.heads != 0)
+    throw TextExperimentError("--heads", "must divide --d-model (" + std::to_string(cfg.d_model) +
+                                             "), got " + std::to_string(cfg.heads));
+}
+
 /// Runs one cell with feature map type `Map` (float); see the file comment.
 template <typename Map>
 TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
+                                              const TextExperimentData& data,
                                               const TextExperimentHooks& hooks = {}) {
   using coulomb::Index;
   using Model = coulomb::nn::TextClassifier<float, Map>;
@@ -227,28 +350,18 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   };
   TextExperimentResult result;
   result.config = cfg;
-  if (result.config.dataset.empty()) {
-    std::filesystem::path p = cfg.data_dir;
-    if (!p.has_filename()) p = p.parent_path();
-    result.config.dataset = p.filename().string();
-  }
+  double earlier_seconds = 0.0;  // of the sessions before a resume (Phase A and B reports)
+  result.config.dataset = dataset_name(cfg);
 
-  // ---- data
-  const auto train_path = detail::find_split(cfg.data_dir, {"train"});
-  const auto valid_path = detail::find_split(cfg.data_dir, {"validation", "dev"});
-  const coulomb::TextColumns columns = detail::columns_for(cfg.task, train_path, result.columns);
+  // ---- data (read and checked by load_text_experiment_data)
+  check_text_experiment(cfg, data);
+  const coulomb::TextDataset& full_train = data.train;
+  const coulomb::TextDataset& validation = data.validation;
+  const coulomb::TextColumns& columns = data.columns;
+  result.columns = data.columns_name;
+  const auto& train_path = data.train_path;
   if (result.config.max_length <= 0) result.config.max_length = columns.is_pair() ? 128 : 64;
   if (result.config.min_frequency <= 0) result.config.min_frequency = columns.is_pair() ? 1 : 2;
-  if (cfg.swap_pairs && !columns.is_pair())
-    coulomb::detail::throw_invalid(
-        "text_experiment", "swap_pairs needs a sentence-pair dataset, '" + train_path.string() +
-                               "' holds single sentences");
-  coulomb::TextReadOptions read_options;
-  if (result.columns == "qqp") read_options.malformed = coulomb::MalformedRows::skip;
-  const coulomb::TextDataset full_train =
-      coulomb::read_text_dataset_auto(train_path.string(), columns, read_options);
-  const coulomb::TextDataset validation =
-      coulomb::read_text_dataset_auto(valid_path.string(), columns, read_options);
 
   // Development set: a seeded fraction of the training split (stream 100 of the seed).
   coulomb::Rng split_rng = coulomb::Rng(cfg.seed).split(100);
@@ -347,6 +460,11 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
     }
   }
   result.parameters = model.num_parameters();
+  // The model file's size is known now: check its directory and free space before the training.
+  if (!cfg.model_path.empty())
+    coulomb::io::check_output_path(cfg.model_path, "--model",
+                                   static_cast<std::uintmax_t>(result.parameters) * sizeof(float) +
+                                       static_cast<std::uintmax_t>(vocab.size()) * 32 + 65536);
 
   // ---- Phase A
   const bool learned =
@@ -394,7 +512,12 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
     std::unique_ptr<coulomb::train::ProgressReporter> progress;
     if (hooks.make_progress) progress = hooks.make_progress("phase A", "steps");
     a.progress = progress.get();
+    const auto phase_a_start = std::chrono::steady_clock::now();
     result.phase_a = coulomb::train::run_phase_a(model, train_ids, a);
+    // After a resume the report counts the earlier sessions too; the total must as well.
+    earlier_seconds +=
+        result.phase_a->seconds -
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - phase_a_start).count();
     result.phase_a_seconds = result.phase_a->seconds;
     std::ostringstream os;
     os << "phase A (" << cfg.representation << "): H " << result.phase_a->energy_before << " -> "
@@ -411,7 +534,11 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
     if (hooks.make_progress) progress = hooks.make_progress("phase B", "tokens");
     b.progress = progress.get();
     b.validation_name = "development";
+    const auto phase_b_start = std::chrono::steady_clock::now();
     result.phase_b = coulomb::train::train_phase_b(model, train_ids, dev_ids, b);
+    earlier_seconds +=
+        result.phase_b.seconds -
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - phase_b_start).count();
     result.phase_b_seconds = result.phase_b.seconds;
     if (result.phase_b.best_epoch >= 0)
       result.dev_accuracy =
@@ -462,17 +589,6 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
     note(os.str());
   }
 
-  if (!cfg.model_path.empty()) {
-    coulomb::io::TextModelMetadata meta;
-    meta["dataset"] = result.config.dataset;
-    meta["kernel"] = cfg.kernel;
-    meta["seed"] = std::to_string(cfg.seed);
-    if (result.phase_a)
-      meta["phase_a_representation"] = coulomb::train::to_string(result.phase_a->representation);
-    coulomb::io::save_text_model(cfg.model_path, model, vocab, encoder.options(), meta);
-    note("model saved to " + cfg.model_path);
-  }
-
   // ---- evaluation on the validation split (reported, never used for a choice)
   coulomb::train::Evaluator<float> evaluator({.batch_size = 128, .metrics = {}});
   const auto t0 = std::chrono::steady_clock::now();
@@ -497,7 +613,25 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
       result.rows.push_back({name.str(), e.metrics});
     }
   }
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!cfg.model_path.empty()) {
+    coulomb::io::TextModelMetadata meta;
+    meta["dataset"] = result.config.dataset;
+    meta["kernel"] = cfg.kernel;
+    meta["seed"] = std::to_string(cfg.seed);
+    if (result.phase_a)
+      meta["phase_a_representation"] = coulomb::train::to_string(result.phase_a->representation);
+    // A failing save (a disk that filled up during the training) is reported by the tool after
+    // the results, which are not lost; the previous file stays as it was (atomic write).
+    try {
+      coulomb::io::save_text_model(cfg.model_path, model, vocab, encoder.options(), meta);
+      note("model saved to " + cfg.model_path);
+    } catch (const coulomb::io_error& e) {
+      result.model_error = e.what();
+    }
+  }
+
+  result.seconds = earlier_seconds +
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 
@@ -506,30 +640,39 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
 // (the static library coulomb_text_experiment, which defines this macro for the programs linking
 // it): they cost minutes of optimized compilation, and two programs use them.
 extern template TextExperimentResult run_text_experiment_with<coulomb::FavorPlus<float>>(
-    const TextExperimentConfig&, const TextExperimentHooks&);
+    const TextExperimentConfig&, const TextExperimentData&, const TextExperimentHooks&);
 extern template TextExperimentResult run_text_experiment_with<coulomb::Porf<float, coulomb::Exp>>(
-    const TextExperimentConfig&, const TextExperimentHooks&);
+    const TextExperimentConfig&, const TextExperimentData&, const TextExperimentHooks&);
 extern template TextExperimentResult
 run_text_experiment_with<coulomb::Porf<float, coulomb::Softplus>>(const TextExperimentConfig&,
+                                                                  const TextExperimentData&,
                                                                   const TextExperimentHooks&);
 extern template TextExperimentResult run_text_experiment_with<coulomb::Porf<float, coulomb::Relu>>(
-    const TextExperimentConfig&, const TextExperimentHooks&);
+    const TextExperimentConfig&, const TextExperimentData&, const TextExperimentHooks&);
 extern template TextExperimentResult
 run_text_experiment_with<coulomb::SoftmaxFeatures<float, coulomb::SoftmaxForm::plain>>(
-    const TextExperimentConfig&, const TextExperimentHooks&);
+    const TextExperimentConfig&, const TextExperimentData&, const TextExperimentHooks&);
 #endif
 
-/// Runs one cell, choosing the feature map type from cfg.feature_map through
-/// io::dispatch_feature_map (softmax attention uses no map; FAVOR+ stands in as the type).
-/// Throws invalid_argument for an unknown name.
+/// Runs one cell on `data` (load_text_experiment_data of cfg.data_dir), choosing the feature map
+/// type from cfg.feature_map through io::dispatch_feature_map (softmax attention uses no map;
+/// FAVOR+ stands in as the type). Throws TextExperimentError for a setting that cannot work
+/// (before any training) and invalid_argument for an unknown map name.
 inline TextExperimentResult run_text_experiment(const TextExperimentConfig& cfg,
+                                                const TextExperimentData& data,
                                                 const TextExperimentHooks& hooks = {}) {
   if (cfg.attention == "softmax")
-    return run_text_experiment_with<coulomb::FavorPlus<float>>(cfg, hooks);
+    return run_text_experiment_with<coulomb::FavorPlus<float>>(cfg, data, hooks);
   return coulomb::io::dispatch_feature_map<float>(cfg.feature_map, [&](auto tag) {
     using Map = typename decltype(tag)::type;
-    return run_text_experiment_with<Map>(cfg, hooks);
+    return run_text_experiment_with<Map>(cfg, data, hooks);
   });
+}
+
+/// Reads cfg.data_dir (load_text_experiment_data), then runs one cell on it.
+inline TextExperimentResult run_text_experiment(const TextExperimentConfig& cfg,
+                                                const TextExperimentHooks& hooks = {}) {
+  return run_text_experiment(cfg, load_text_experiment_data(cfg.data_dir, cfg.task), hooks);
 }
 
 /// The name of the model variant: "softmax", "FAVOR+" or "Kernel-FAVOR+", with " Q=K".
@@ -829,14 +972,6 @@ inline std::string json_report(const TextExperimentResult& r, const std::string&
   return s;
 }
 
-/// Writes `text` to `path`; throws io_error when it cannot.
-inline void write_text_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.close();
-  if (!f) throw coulomb::io_error("cannot write '" + path.string() + "'");
-}
-
 /// The reliability diagram as CSV: lower,upper,count,mean_confidence,accuracy.
 inline std::string reliability_csv(const TextExperimentResult& r) {
   std::ostringstream os;
@@ -847,30 +982,22 @@ inline std::string reliability_csv(const TextExperimentResult& r) {
   return os.str();
 }
 
-/// Draws the reliability diagram `png` from the CSV `csv` with gnuplot. Returns false (and
-/// draws nothing) when gnuplot is not installed or fails.
-inline bool plot_reliability(const std::filesystem::path& csv, const std::filesystem::path& png,
-                             const std::string& title) {
-  if (std::system("gnuplot --version > /dev/null 2>&1") != 0) return false;
-  const bool cairo = std::system("gnuplot -e 'set terminal pngcairo' > /dev/null 2>&1") == 0;
-  const auto script = png.parent_path() / (png.stem().string() + ".gp");
-  std::ofstream g(script);
-  std::string safe_title = title;
-  std::replace(safe_title.begin(), safe_title.end(), '\'', ' ');
-  g << "set terminal " << (cairo ? "pngcairo enhanced font ',10'" : "png") << " size 640,560\n"
-    << "set output '" << png.string() << "'\n"
+/// Draws the reliability diagram `png` from the CSV `csv` (common/figure.hpp); the title is
+/// passed to gnuplot as an argument, so any dataset name is safe. Returns whether it was drawn.
+inline bool plot_reliability(Figures& figures, const std::filesystem::path& csv,
+                             const std::filesystem::path& png, const std::string& title) {
+  std::ostringstream g;
+  g << figures.terminal(640, 560) << "set output ARG1\n"
     << "set datafile separator ','\n"
-    << "set title '" << safe_title << "' noenhanced\n"
+    << "set title ARG3 noenhanced\n"
     << "set xlabel 'confidence'\nset ylabel 'accuracy'\nset xrange [0:1]\nset yrange [0:1]\n"
     << "set key top left\nset grid\nset style fill solid 0.6 border -1\n"
-    << "plot '" << csv.string() << "' skip 1 using (($1+$2)/2):($3 > 0 ? $5 : 1/0):($2-$1) "
+    << "plot ARG2 skip 1 using (($1+$2)/2):($3 > 0 ? $5 : 1/0):($2-$1) "
     << "with boxes lc rgb '#1f78b4' title 'accuracy per bin', "
     << "'' skip 1 using ($3 > 0 ? $4 : 1/0):($3 > 0 ? $5 : 1/0) with points pt 7 lc rgb "
        "'#d95f02' title 'bin: (mean confidence, accuracy)', "
     << "x with lines dt 2 lc rgb '#444444' title 'perfect calibration'\n";
-  g.close();
-  const std::string command = "gnuplot '" + script.string() + "' 2>/dev/null";
-  return std::system(command.c_str()) == 0;
+  return figures.draw(png, g.str(), {csv.string(), title});
 }
 
 }  // namespace coulomb_examples

@@ -10,15 +10,15 @@
 namespace coulomb_examples {
 
 template TextExperimentResult run_text_experiment_with<coulomb::FavorPlus<float>>(
-    const TextExperimentConfig&, const TextExperimentHooks&);
+    const TextExperimentConfig&, const TextExperimentData&, const TextExperimentHooks&);
 template TextExperimentResult run_text_experiment_with<coulomb::Porf<float, coulomb::Exp>>(
-    const TextExperimentConfig&, const TextExperimentHooks&);
+    const TextExperimentConfig&, const TextExperimentData&, const TextExperimentHooks&);
 template TextExperimentResult run_text_experiment_with<coulomb::Porf<float, coulomb::Softplus>>(
-    const TextExperimentConfig&, const TextExperimentHooks&);
+    const TextExperimentConfig&, const TextExperimentData&, const TextExperimentHooks&);
 template TextExperimentResult run_text_experiment_with<coulomb::Porf<float, coulomb::Relu>>(
-    const TextExperimentConfig&, const TextExperimentHooks&);
+    const TextExperimentConfig&, const TextExperimentData&, const TextExperimentHooks&);
 template TextExperimentResult
 run_text_experiment_with<coulomb::SoftmaxFeatures<float, coulomb::SoftmaxForm::plain>>(
-    const TextExperimentConfig&, const TextExperimentHooks&);
+    const TextExperimentConfig&, const TextExperimentData&, const TextExperimentHooks&);
 
 }  // namespace coulomb_examples
