@@ -87,10 +87,12 @@ cp "${T}/model.clmb" "${T}/model.orig"
 cp "${T}/data/train.tsv" "${T}/train.copy"
 
 # ---- 1. No shell ------------------------------------------------------------------------
-name="no system(), popen() or shell string in the sources"
+name="no system(), popen(), os.system or shell=True in the sources"
 hits="$(grep -rnE '(std::|[^_a-zA-Z])(system|popen)[[:space:]]*\(' "${SRC}/include" "${SRC}/examples" \
   "${SRC}/bench" "${SRC}/tests" "${SRC}/fuzz" --include='*.hpp' --include='*.cpp' | grep -v '^\s*//' |
   grep -vE ':[0-9]+:\s*(//|///)')"
+hits+="$(grep -rnE 'os\.system|os\.popen|shell[[:space:]]*=[[:space:]]*True' "${SRC}/bench" "${SRC}/scripts" \
+  "${SRC}/examples" "${SRC}/tests" --include='*.py')"
 if [[ -z "${hits}" ]]; then ok "${name}"; else fail "${name}" "${hits}"; fi
 
 if command -v gnuplot >/dev/null 2>&1; then

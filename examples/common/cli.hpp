@@ -11,7 +11,9 @@
 //   - An invalid flag or value prints one line naming the flag and what it accepts, for example
 //     "--seeds: must be an integer in [1, 1000], got '0'", then "Run with --help for more
 //     information."; the exit status is non-zero (CLI11's code: 105 for an invalid value, 109
-//     for an unexpected argument). Errors while running print "<name>: <message>", status 1.
+//     for an unexpected argument). Problems found before the work (bad data, an output that
+//     cannot be written: check_paths with an OutputPlan of common/output.hpp) are reported the
+//     same way with 105 (reject). Errors while running print "<name>: <message>", status 1.
 //   - No arguments reproduce the example's documented default run.
 //
 // The common options, each added by one call (an example adds only those that make sense for
@@ -23,11 +25,13 @@
 //   add_seed(seed)          --seed S, an integer in [0, 2^64): the base seed of the run.
 //   add_quiet()             -q,--quiet: no progress output and no per-item messages (the
 //                           results and the JSON log are still written).
+//   add_figures(mode)       --figures MODE (auto | on | off): gnuplot figures (common/figure.hpp).
 //   add_progress()          --progress MODE (auto | terminal | lines | off): how progress is
 //                           shown (auto: one updating line when stderr is a terminal, plain
 //                           periodic lines otherwise); --progress-json FILE: also log progress
-//                           as JSON lines (one object per update) to FILE, whose directory must
-//                           exist.
+//                           as JSON lines (one object per update) to FILE, checked as every
+//                           output by check_paths; "-", a FIFO or a device are streamed.
+//                           finish(status) turns a failed log into exit status 1.
 //
 // Progress goes to stderr (stdout carries the results), through
 // coulomb::train::ProgressReporter; make_progress() builds one from --progress,
