@@ -406,6 +406,29 @@ TEST_CASE("Progress_MessageGoesAboveTheTerminalLine", "[train][progress]") {
   CHECK(plain.str() == "job 1 finished\n");
 }
 
+TEST_CASE("Progress_MessagesOffSilencesMessageInEveryMode", "[train][progress]") {
+  // A quiet run (a tool's -q): mode off and messages off print nothing at all; messages off
+  // alone keeps the progress lines but drops the per-epoch messages.
+  FakeClock time;
+  for (const ProgressMode mode : {ProgressMode::off, ProgressMode::lines, ProgressMode::terminal}) {
+    INFO("mode " << coulomb::train::to_string(mode));
+    std::ostringstream out;
+    ProgressReporter progress(out, 2, {.mode = mode, .messages = false, .line_every_steps = 1},
+                              time.clock());
+    time.now += 1.0;
+    progress.update(1);
+    progress.message("epoch 1/2: train loss 0.5");
+    progress.finish();
+    CHECK_THAT(out.str(), !Contains("epoch 1/2"));
+    if (mode == ProgressMode::off) CHECK(out.str().empty());
+  }
+  // By default a message is printed even in mode off.
+  std::ostringstream loud;
+  ProgressReporter progress(loud, 2, {.mode = ProgressMode::off}, time.clock());
+  progress.message("epoch 1/2: train loss 0.5");
+  CHECK(loud.str() == "epoch 1/2: train loss 0.5\n");
+}
+
 TEST_CASE("Progress_AutomaticModeOnAStringStreamIsLines", "[train][progress]") {
   std::ostringstream out;
   ProgressReporter progress(out, 10);

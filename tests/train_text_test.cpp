@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -188,6 +189,28 @@ TEST_CASE("PhaseB_SameSeedSameBits", "[train][phase_b]") {
   options.seed = 10;  // another batch order and other dropout masks
   coulomb::train::train_phase_b(c, train, valid, options);
   CHECK_FALSE(same_parameters(a, c));
+}
+
+TEST_CASE("PhaseB_QuietReporterPrintsNoEpochLines", "[train][phase_b][progress]") {
+  // Phase B reports every epoch through ProgressReporter::message; a reporter in mode off with
+  // messages off (a tool's -q) prints nothing, one with messages on prints a line per epoch.
+  coulomb::Rng rng = coulomb_test::test_rng("PhaseB_Quiet");
+  const EncodedDataset train = token_task(32, rng);
+  const EncodedDataset valid = token_task(16, rng);
+  PhaseBOptions options = fast_options(3);
+  options.epochs = 2;
+  for (const bool messages : {false, true}) {
+    std::ostringstream out;
+    coulomb::train::ProgressReporter progress(
+        out, 0, {.mode = coulomb::train::ProgressMode::off, .messages = messages});
+    options.progress = &progress;
+    Model model(small_config(), 1);
+    (void)coulomb::train::train_phase_b(model, train, valid, options);
+    if (messages)
+      CHECK_THAT(out.str(), Contains("epoch 1/2: train loss") && Contains("epoch 2/2"));
+    else
+      CHECK(out.str().empty());
+  }
 }
 
 TEST_CASE("PhaseB_RestoresTheBestEpoch", "[train][phase_b]") {

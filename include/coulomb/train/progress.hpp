@@ -124,6 +124,9 @@ struct ProgressOptions {
   std::string label{};         ///< printed first on every line and logged as "label" (may be empty)
   std::string unit = "steps";  ///< the unit of the throughput ("steps", "tokens", …)
   ProgressMode mode = ProgressMode::automatic;  ///< see ProgressMode
+  /// Print message() lines (per-epoch summaries) in every mode, off included. False silences
+  /// them; with mode off as well, the reporter prints nothing (a tool's --quiet).
+  bool messages = true;
   /// Terminal mode: least time between two redraws in seconds (≥ 0; 0.1 = 10 per second).
   double min_redraw_interval = 0.1;
   /// Lines mode: a line every this many steps (≥ 0; 0: not by steps).
@@ -502,8 +505,10 @@ class ProgressReporter {
   }
 
   /// Prints `text` as a line of its own: in terminal mode above the progress line, which is
-  /// then redrawn; otherwise as is (also in mode off). Not logged to JSON.
+  /// then redrawn; otherwise as is (also in mode off). Prints nothing when options.messages is
+  /// false. Not logged to JSON.
   void message(std::string_view text) {
+    if (!options_.messages) return;
     if (line_open_) {
       *out_ << '\r' << std::string(static_cast<std::size_t>(drawn_width_), ' ') << '\r';
       line_open_ = false;
