@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #if defined(__unix__) || defined(__APPLE__)
@@ -556,6 +558,125 @@ TEST_CASE("TrainResume_CheckpointOfAnotherRunIsRefusedNamingTheField", "[train][
   CHECK_NOTHROW(coulomb::train::train_phase_b(model, task.train, task.validation, options));
   CHECK(coulomb::io::load_model_file<float>(options.checkpoint.path)
             .metadata_value("phase_b.status") == "done");
+}
+
+namespace {
+
+/// Pauses the calling thread (a slow step, so that a session's share of the time is known).
+void nap(double seconds) {
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+}
+
+/// `file` without its metadata `key`: a checkpoint as a build without that key wrote it.
+coulomb::io::ModelFile<float> without_metadata(const coulomb::io::ModelFile<float>& file,
+                                               const std::string& key) {
+  coulomb::io::ModelFile<float> out(file.source());
+  for (const auto& [k, v] : file.metadata())
+    if (k != key) out.set_metadata(k, v);
+  for (const auto& b : file.blobs()) out.add_blob(b.name, b.bytes);
+  for (const auto& t : file.tensors()) out.add_tensor(t.name, t.value);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("TrainResume_PhaseBTimesOfAResumedEpochCoverEverySession", "[train][resume][time]") {
+  // The first session naps in steps 7 to 9 (the first three of epoch 1); its checkpoint after
+  // step 9 is resumed. The resumed epoch's time includes the earlier session's part (its tokens
+  // do), and the history agrees with itself: each epoch's tokens / tokens_per_second is its
+  // train time, their sum is history.train_seconds, the epochs fit in history.seconds.
+  constexpr double pause = 0.1;
+  ScratchDir dir("phase_b_times");
+  const Task task = make_task();
+  PhaseBOptions options = phase_b_options();
+  options.epochs = 2;  // 6 steps each
+  options.checkpoint.path = dir.file("b.ckpt");
+  options.checkpoint.every_steps = 1;
+  const std::string mid_epoch = dir.file("mid_epoch.ckpt");
+  options.checkpoint.observer = [&](const CheckpointEvent& e) {
+    if (e.kind == CheckpointEventKind::step && e.step >= 7 && e.step <= 9) nap(pause);
+    if (e.kind == CheckpointEventKind::saved && e.step == 9)
+      fs::copy_file(options.checkpoint.path, mid_epoch);
+  };
+  Model uninterrupted(tiny_config(), 3);
+  (void)coulomb::train::train_phase_b(uninterrupted, task.train, task.validation, options);
+  REQUIRE(fs::exists(mid_epoch));
+
+  options.checkpoint.observer = nullptr;
+  options.checkpoint.resume = true;
+  const auto epoch_tokens = static_cast<double>(task.train.ids.size());
+  auto check_history = [&](const PhaseBHistory& h) {
+    REQUIRE(h.epochs.size() == 2);
+    CHECK(h.tokens == static_cast<Index>(2 * epoch_tokens));
+    double train_sum = 0.0;
+    double wall_sum = 0.0;
+    for (const auto& e : h.epochs) {
+      REQUIRE(e.tokens_per_second > 0.0);
+      const double train_seconds = epoch_tokens / e.tokens_per_second;
+      CHECK(e.seconds >= train_seconds * (1.0 - 1e-12));  // the evaluation comes on top
+      train_sum += train_seconds;
+      wall_sum += e.seconds;
+    }
+    CHECK(train_sum == Approx(h.train_seconds).epsilon(1e-12));
+    CHECK(h.seconds >= wall_sum * (1.0 - 1e-12));
+    // The resumed epoch holds the three pauses of the first session.
+    CHECK(epoch_tokens / h.epochs[1].tokens_per_second >= 3 * pause);
+    CHECK(h.train_seconds >= 3 * pause);
+  };
+  {
+    INFO("resumed from the mid-epoch checkpoint");
+    fs::copy_file(mid_epoch, options.checkpoint.path, fs::copy_options::overwrite_existing);
+    Model model(tiny_config(), 99);
+    check_history(coulomb::train::train_phase_b(model, task.train, task.validation, options));
+    CHECK(parameters_file(model) == parameters_file(uninterrupted));
+  }
+  {
+    // A checkpoint written before "phase_b.epoch_seconds" existed resumes to the same bits,
+    // counting 0 s for the earlier part of the epoch.
+    INFO("resumed from the mid-epoch checkpoint without phase_b.epoch_seconds");
+    const auto saved = coulomb::io::load_model_file<float>(mid_epoch);
+    REQUIRE(saved.find_metadata("phase_b.epoch_seconds") != nullptr);
+    coulomb::io::save_model_file(options.checkpoint.path,
+                                 without_metadata(saved, "phase_b.epoch_seconds"));
+    Model model(tiny_config(), 99);
+    const PhaseBHistory h =
+        coulomb::train::train_phase_b(model, task.train, task.validation, options);
+    CHECK(parameters_file(model) == parameters_file(uninterrupted));
+    REQUIRE(h.epochs.size() == 2);
+    CHECK(h.epochs[1].tokens_per_second > 0.0);
+  }
+}
+
+TEST_CASE("TrainResume_PhaseAWarmupTimeCoversEverySession", "[train][resume][time]") {
+  // The first session naps in the first three warm-up steps; its checkpoint after step 3 is
+  // resumed: the warm-up time includes those pauses, and Phase A's time includes the warm-up.
+  constexpr double pause = 0.1;
+  ScratchDir dir("phase_a_times");
+  const Task task = make_task();
+  PhaseAOptions options = phase_a_options();
+  options.checkpoint.path = dir.file("a.ckpt");
+  options.checkpoint.every_steps = 1;
+  const std::string in_warmup = dir.file("warmup.ckpt");
+  options.checkpoint.observer = [&](const CheckpointEvent& e) {
+    if (e.stage != "warmup") return;
+    if (e.kind == CheckpointEventKind::step && e.step <= 3) nap(pause);
+    if (e.kind == CheckpointEventKind::saved && e.step == 3)
+      fs::copy_file(options.checkpoint.path, in_warmup);
+  };
+  Model uninterrupted(tiny_config(), 3);
+  const PhaseAReport full = coulomb::train::run_phase_a(uninterrupted, task.train, options);
+  CHECK(full.warmup_seconds >= 3 * pause);
+  REQUIRE(fs::exists(in_warmup));
+
+  options.checkpoint.observer = nullptr;
+  options.checkpoint.resume = true;
+  fs::copy_file(in_warmup, options.checkpoint.path, fs::copy_options::overwrite_existing);
+  Model model(tiny_config(), 3);
+  const PhaseAReport resumed = coulomb::train::run_phase_a(model, task.train, options);
+  CHECK(parameters_file(model) == parameters_file(uninterrupted));
+  CHECK(resumed.warmup_steps == full.warmup_steps);
+  CHECK(resumed.warmup_seconds >= 3 * pause);
+  CHECK(resumed.seconds >= resumed.warmup_seconds);
 }
 
 }  // namespace train_resume_test

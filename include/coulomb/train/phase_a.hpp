@@ -170,7 +170,7 @@ struct PhaseAReport {
   PhaseARepresentation representation = PhaseARepresentation::initial;  ///< where x came from
   Index sequences = 0;                      ///< training sequences whose representations were used
   Index warmup_steps = 0;                   ///< Phase B steps of the warm-up (0 for initial)
-  double warmup_seconds = 0.0;              ///< wall time of the warm-up
+  double warmup_seconds = 0.0;              ///< wall time of the warm-up (every session)
   Index langevin_steps = 0;                 ///< Langevin steps per Ω
   std::vector<PhaseAOmegaReport> omegas{};  ///< one per Ω of the model
   double energy_before = 0.0;               ///< Σ over the Ω of H_N at the start
@@ -179,7 +179,7 @@ struct PhaseAReport {
   double alignment_after = 0.0;             ///< Σ of E at the end
   double repulsion_before = 0.0;            ///< Σ of W at the start
   double repulsion_after = 0.0;             ///< Σ of W at the end
-  double seconds = 0.0;                     ///< wall time of Phase A, warm-up included
+  double seconds = 0.0;  ///< wall time of Phase A, warm-up included (every session)
 };
 
 namespace detail {
@@ -488,6 +488,9 @@ PhaseAReport run_phase_a(nn::TextClassifier<S, Map>& model, const EncodedDataset
 
   if (options.representation == PhaseARepresentation::warmup && stage != "langevin") {
     const auto warm_start = std::chrono::steady_clock::now();
+    // A warm-up resumed from its checkpoint: the time its Phase B run had taken up to it.
+    const double earlier_warmup =
+        stage == "warmup" ? detail::metadata_seconds(*saved, "phase_b.seconds", where) : 0.0;
     ParameterSnapshot<S> before;
     if (!options.keep_warmup_weights) {
       if (stage == "warmup")
@@ -525,7 +528,7 @@ PhaseAReport run_phase_a(nn::TextClassifier<S, Map>& model, const EncodedDataset
         detail::run_phase_b(model, train, no_validation, warm, ck.enabled() ? &context : nullptr);
     report.warmup_steps = h.steps;
     if (!options.keep_warmup_weights) before.restore(model.parameters());
-    report.warmup_seconds = detail::seconds_since(warm_start);
+    report.warmup_seconds = earlier_warmup + detail::seconds_since(warm_start);
   }
 
   // Resuming the Langevin stage: the model as saved holds the Ω learned so far; the

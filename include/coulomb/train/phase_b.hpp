@@ -280,9 +280,12 @@ struct EpochRecord {
   double validation_accuracy = std::numeric_limits<double>::quiet_NaN();  ///< NaN: none
   double validation_loss = std::numeric_limits<double>::quiet_NaN();      ///< log loss
   double validation_metric = std::numeric_limits<double>::quiet_NaN();    ///< early stopping's
-  bool improved = false;           ///< the epoch became the best so far
-  double tokens_per_second = 0.0;  ///< training tokens (padding excluded) per second
-  double seconds = 0.0;            ///< wall time of the epoch, evaluation included
+  bool improved = false;  ///< the epoch became the best so far
+  /// Training tokens of the epoch (padding excluded) per second of its optimizer steps. An
+  /// epoch resumed from a checkpoint adds the time its earlier sessions took up to that
+  /// checkpoint, so its tokens and its seconds cover the same steps.
+  double tokens_per_second = 0.0;
+  double seconds = 0.0;  ///< wall time of the epoch, evaluation included (every session)
 };
 
 /// What Phase B did: one record per epoch and the totals.
@@ -291,9 +294,10 @@ struct PhaseBHistory {
   Index best_epoch = -1;              ///< epoch whose parameters the model holds (−1: the last)
   double best_metric = std::numeric_limits<double>::quiet_NaN();  ///< its validation metric
   Index steps = 0;                                                ///< optimizer steps in all
-  Index tokens = 0;                ///< training tokens processed (padding excluded)
-  double seconds = 0.0;            ///< wall time
-  double train_seconds = 0.0;      ///< wall time of the optimizer steps alone
+  Index tokens = 0;      ///< training tokens processed (padding excluded)
+  double seconds = 0.0;  ///< wall time (every session of a resumed run)
+  /// Wall time of the optimizer steps alone: the sum of the epochs' tokens / tokens_per_second.
+  double train_seconds = 0.0;
   bool stopped_early = false;      ///< early stopping ended the run
   bool reached_max_steps = false;  ///< options.max_steps ended the run
 
@@ -508,6 +512,9 @@ struct PhaseBPosition {
   EpochRecord record{};    ///< the epoch's record so far (steps, learning_rate)
   double loss_sum = 0.0;   ///< sum of its step losses so far
   Index epoch_tokens = 0;  ///< its training tokens so far
+  /// Wall time of its batches so far, over every session (all of it training time: the
+  /// evaluation comes after the last batch), so that a resumed epoch's times cover the epoch.
+  double epoch_seconds = 0.0;
 };
 
 /// Phase B (see train_phase_b), writing checkpoints of kind context->kind (Phase A's warm-up)
@@ -575,6 +582,7 @@ PhaseBHistory run_phase_b(nn::TextClassifier<S, Map>& model, const EncodedDatase
     file.set_metadata("phase_b.epoch_learning_rate", exact_decimal(at.record.learning_rate));
     file.set_metadata("phase_b.epoch_loss_sum", exact_decimal(at.loss_sum));
     file.set_metadata("phase_b.epoch_tokens", std::to_string(at.epoch_tokens));
+    file.set_metadata("phase_b.epoch_seconds", exact_decimal(at.epoch_seconds));
     file.set_metadata("phase_b.steps", std::to_string(history.steps));
     file.set_metadata("phase_b.tokens", std::to_string(history.tokens));
     file.set_metadata("phase_b.train_seconds", exact_decimal(history.train_seconds));
@@ -622,6 +630,7 @@ PhaseBHistory run_phase_b(nn::TextClassifier<S, Map>& model, const EncodedDatase
     at.record.learning_rate = metadata_number(file, "phase_b.epoch_learning_rate", where);
     at.loss_sum = metadata_number(file, "phase_b.epoch_loss_sum", where);
     at.epoch_tokens = static_cast<Index>(metadata_integer(file, "phase_b.epoch_tokens", where));
+    at.epoch_seconds = metadata_seconds(file, "phase_b.epoch_seconds", where);
     if (at.epoch < 0 || at.epoch > options.epochs || at.record.steps < 0 ||
         at.record.steps > per_epoch || h.steps < 0 || h.steps > total) {
       throw io_error(std::string(where) + ": '" + ck.path +
@@ -653,12 +662,15 @@ PhaseBHistory run_phase_b(nn::TextClassifier<S, Map>& model, const EncodedDatase
     batcher.start_epoch(static_cast<std::uint64_t>(epoch));
     double loss_sum = 0.0;
     Index epoch_tokens = 0;
+    double earlier_epoch_seconds = 0.0;  // of the sessions before a resume within this epoch
+    auto epoch_seconds = [&] { return earlier_epoch_seconds + seconds_since(epoch_start); };
     if (resumed_here) {
       // The epoch's order depends only on (seed, epoch): skip the batches already done.
       record.steps = position.record.steps;
       record.learning_rate = position.record.learning_rate;
       loss_sum = position.loss_sum;
       epoch_tokens = position.epoch_tokens;
+      earlier_epoch_seconds = position.epoch_seconds;
       for (Index b = 0; b < record.steps; ++b) batcher.next(batch);
     }
     while (!history.reached_max_steps && batcher.next(batch)) {
@@ -679,12 +691,13 @@ PhaseBHistory run_phase_b(nn::TextClassifier<S, Map>& model, const EncodedDatase
       if (ck.enabled()) {
         notify(ck, CheckpointEvent{CheckpointEventKind::step, kind, running, history.steps, -1});
         if (ck.every_steps > 0 && history.steps % ck.every_steps == 0) {
-          save("running", PhaseBPosition{epoch, true, record, loss_sum, epoch_tokens});
+          save("running",
+               PhaseBPosition{epoch, true, record, loss_sum, epoch_tokens, epoch_seconds()});
         }
       }
       if (history.reached_max_steps) break;
     }
-    const double train_seconds = seconds_since(epoch_start);
+    const double train_seconds = epoch_seconds();
     history.train_seconds += train_seconds;
     history.tokens += epoch_tokens;
     record.train_loss = record.steps > 0 ? loss_sum / static_cast<double>(record.steps) : 0.0;
@@ -697,7 +710,7 @@ PhaseBHistory run_phase_b(nn::TextClassifier<S, Map>& model, const EncodedDatase
       record.validation_metric = metric_value(e.metrics, options.metric);
       record.improved = stop.update(epoch, record.validation_metric, params);
     }
-    record.seconds = seconds_since(epoch_start);
+    record.seconds = epoch_seconds();
     history.epochs.push_back(record);
     if (progress) {
       std::ostringstream os;

@@ -260,6 +260,20 @@ double metadata_number(const io::ModelFile<S>& file, const std::string& key,
   return metadata_double(file, key, w.c_str());
 }
 
+/// Metadata `key` as a duration in seconds (finite, ≥ 0), or 0 when the file has no such key
+/// (a checkpoint written before the key existed); io_error naming the file and key otherwise.
+template <RealScalar S>
+double metadata_seconds(const io::ModelFile<S>& file, const std::string& key,
+                        std::string_view where) {
+  if (file.find_metadata(key) == nullptr) return 0.0;
+  const double value = metadata_number(file, key, where);
+  if (!(value >= 0.0 && value <= std::numeric_limits<double>::max())) {
+    throw io_error(std::string(where) + ": '" + file.source() + "': metadata '" + key +
+                   "' is not a duration in seconds (finite and >= 0)");
+  }
+  return value;
+}
+
 /// Parses `count` numbers separated by single spaces from `text` (NaN as "nan"); false on any
 /// malformed input.
 inline bool parse_numbers(std::string_view text, std::span<double> out) {
