@@ -38,6 +38,8 @@
 #include <coulomb/train/checkpoint.hpp>
 #include <coulomb/train/early_stopping.hpp>
 
+#include "fifo_support.hpp"
+
 // Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
 // compile this file together with others.
 namespace io_model_file_test {
@@ -488,6 +490,34 @@ TEST_CASE("AtomicWrite_ReplacesAndKeepsPermissions", "[io][atomic]") {
   CHECK((st.st_mode & 0777) == 0640);
 #endif
 }
+
+#ifdef COULOMB_TEST_HAVE_FIFO
+
+TEST_CASE("ModelFile_LoadsFromAFifoAndNamesItWhenItsBytesAreWrong", "[io][model_file][fifo]") {
+  // A named pipe can be read once: the loader reads it into memory and parses the image. The
+  // feeding thread closes its end after the bytes, so a wrong stream fails instead of hanging.
+  ScratchDir dir("fifo");
+  const std::string fifo = dir.file("model.fifo");
+  const ModelFile<double> f = sample_file<double>();
+  const Bytes image = coulomb::io::model_file_bytes(f);
+  const std::string bytes(reinterpret_cast<const char*>(image.data()), image.size());
+  auto load_from_fifo = [&](const std::string& fed) {
+    fs::remove(fifo);
+    coulomb_test::FifoFeeder feeder(fifo, fed);
+    REQUIRE(feeder.created());
+    return coulomb::io::load_model_file<double>(fifo);
+  };
+  const ModelFile<double> loaded = load_from_fifo(bytes);
+  CHECK(loaded == f);
+  CHECK(loaded.source() == fifo);
+  CHECK_THROWS_WITH(load_from_fifo("not a model file, but some text long enough\n"),
+                    Contains("'" + fifo + "' offset 0") && Contains("wrong magic bytes"));
+  CHECK_THROWS_WITH(load_from_fifo(bytes.substr(0, bytes.size() / 2)),
+                    Contains("'" + fifo + "'") && Contains("file is truncated"));
+  CHECK_THROWS_WITH(load_from_fifo(""), Contains("'" + fifo + "'"));
+}
+
+#endif
 
 TEST_CASE("WriteModelFile_FailingStreamIsAnIoError", "[io][model_file]") {
   ModelFile<float> f;

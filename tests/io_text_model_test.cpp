@@ -35,6 +35,8 @@
 #include <coulomb/text/encoder.hpp>
 #include <coulomb/text/vocabulary.hpp>
 
+#include "fifo_support.hpp"
+
 // Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
 // compile this file together with others.
 namespace io_text_model_test {
@@ -919,5 +921,93 @@ TEST_CASE(
   CHECK(bitwise_equal(target.model.omega(1), omega_before));
   CHECK(target.model.omega(1).allFinite());
 }
+
+#ifdef COULOMB_TEST_HAVE_FIFO
+
+namespace {
+
+/// The names and bits of every parameter of `model`, as one string (the same type for every
+/// scalar type and feature map, as visit_text_model needs).
+template <typename Model>
+std::string parameter_bits(Model& model) {
+  std::string out;
+  for (const auto& p : model.parameters()) {
+    out += p.name + ':';
+    out.append(reinterpret_cast<const char*>(p.value->data()),
+               static_cast<std::size_t>(p.value->size()) * sizeof(*p.value->data()));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("TextModel_EveryPathLoaderReadsAFifoOnce", "[io][text_model][fifo]") {
+  // A named pipe (as /dev/stdin, a pipe or a shell's <(…)) can be read once. Each loader that
+  // takes a path gets a FIFO of its own fed with a saved model, and must give what the regular
+  // file gives; a loader that opened the path twice would see an empty second stream.
+  const coulomb::Vocabulary vocab = small_vocabulary();
+  const TextClassifierConfig config = small_config(vocab.size());
+  FavorModel model(config, 7);
+  const coulomb::EncoderOptions enc_options{12, false};
+  const coulomb::TokenBatch batch = encoded_batch(coulomb::TextEncoder(vocab, enc_options), false);
+  Matrix<float> logits, again;
+  model.forward(batch, logits);
+  ScratchDir dir("fifo");
+  const std::string regular = dir.file("model.clmb");
+  io::save_text_model(regular, model, vocab, enc_options, kMetadata);
+  const std::string bytes = io::read_file(regular);
+  const std::string fifo = dir.file("model.fifo");
+  auto through_fifo = [&](const std::string& fed, auto&& load) {
+    fs::remove(fifo);
+    coulomb_test::FifoFeeder feeder(fifo, fed);
+    REQUIRE(feeder.created());
+    return load(fifo);
+  };
+
+  auto loaded = through_fifo(bytes, [](const std::string& path) {
+    return io::load_text_model<float, coulomb::FavorPlus<float>>(path);
+  });
+  loaded.model.forward(batch, again);
+  CHECK(bitwise_equal(logits, again));
+  CHECK(loaded.header.source == fifo);
+
+  FavorModel other(config, 99);
+  const io::TextModelAssets assets = through_fifo(
+      bytes, [&](const std::string& path) { return io::load_text_model_into(path, other); });
+  other.forward(batch, again);
+  CHECK(bitwise_equal(logits, again));
+  CHECK(assets.vocabulary == vocab);
+
+  const io::TextModelHeader header =
+      through_fifo(bytes, [](const std::string& path) { return io::read_text_model_header(path); });
+  CHECK(header.scalar == io::ScalarType::float32);
+  CHECK(header.feature_map.name == "favor");
+  CHECK(header.metadata == kMetadata);
+
+  auto visit = [](const std::string& path) {
+    return io::visit_text_model(path, [](auto& visited) { return parameter_bits(visited.model); });
+  };
+  CHECK(through_fifo(bytes, visit) == parameter_bits(model));
+  CHECK(visit(regular) == parameter_bits(model));
+
+  // Wrong bytes through a FIFO: the usual io_error naming it, at once.
+  const std::string garbage = "label\tsentence\n1\tnot a model at all\n";
+  CHECK_THAT(thrown<coulomb::io_error>([&] {
+               (void)through_fifo(garbage, [](const std::string& path) {
+                 return io::load_text_model<float, coulomb::FavorPlus<float>>(path);
+               });
+             }),
+             Contains("'" + fifo + "'") && Contains("wrong magic bytes"));
+  CHECK_THAT(thrown<coulomb::io_error>([&] { (void)through_fifo(garbage, visit); }),
+             Contains("'" + fifo + "'") && Contains("wrong magic bytes"));
+  CHECK_THAT(thrown<coulomb::io_error>([&] {
+               (void)through_fifo(bytes.substr(0, bytes.size() - 9), [](const std::string& path) {
+                 return io::read_text_model_header(path);
+               });
+             }),
+             Contains("'" + fifo + "'") && Contains("truncated"));
+}
+
+#endif
 
 }  // namespace io_text_model_test

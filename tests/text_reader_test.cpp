@@ -11,6 +11,7 @@
 
 #include <coulomb/text/gzip.hpp>
 
+#include "fifo_support.hpp"
 #include "test_support.hpp"
 
 // Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
@@ -173,6 +174,70 @@ TEST_CASE("Text_GzipTsvReadsLikePlainTsv", "[text][io][gzip]") {
   const auto table = coulomb::read_tsv_gz(data_file("text_mrpc.tsv.gz"));
   CHECK(table.header == std::vector<std::string>{"label", "sentence1", "sentence2"});
 }
+
+TEST_CASE("Text_ReadTextFileAutoDecidesByContentNotName", "[text][io][gzip]") {
+  // A gzip file named .tsv and a plain file named .tsv.gz: the first two bytes decide. A tool
+  // reads the text once, looks at the header line, and parses the same text.
+  ScratchDir dir("auto_by_content");
+  const std::string plain = file_bytes(data_file("text_sst2_glue.tsv"));
+  const std::string plain_named_gz = dir.write("sst2.tsv.gz", plain);
+  CHECK(coulomb::read_text_file_auto(plain_named_gz) == plain);
+  const auto sst2 = coulomb::read_text_dataset_auto(plain_named_gz);
+  CHECK(sst2.size() == 4);
+  const auto parsed = coulomb::parse_text_dataset(coulomb::read_text_file_auto(plain_named_gz),
+                                                  plain_named_gz, coulomb::TextColumns::sst2(), {});
+  CHECK(parsed.labels() == sst2.labels());
+  CHECK(parsed.source == plain_named_gz);
+  CHECK_THAT(io_error_message(
+                 [&] { (void)coulomb::read_text_file_auto((dir.path / "absent.tsv").string()); }),
+             Contains("coulomb::read_text_file_auto") && Contains("absent.tsv'") &&
+                 Contains("cannot open"));
+  if (!coulomb::has_zlib()) return;
+
+  const std::string gz = file_bytes(data_file("text_mrpc.tsv.gz"));
+  const std::string text = coulomb::gunzip(gz, "mrpc");
+  const std::string gzip_named_tsv = dir.write("mrpc.tsv", gz);
+  const std::string read = coulomb::read_text_file_auto(gzip_named_tsv);
+  CHECK(read == text);
+  CHECK(read.substr(0, read.find('\n')) == "label\tsentence1\tsentence2");
+  const auto mrpc =
+      coulomb::parse_text_dataset(read, gzip_named_tsv, coulomb::TextColumns::mrpc(), {});
+  CHECK(mrpc.size() == 3);
+  CHECK(mrpc.examples[2].line == 4);
+  CHECK(coulomb::read_text_dataset_auto(gzip_named_tsv, coulomb::TextColumns::mrpc()).size() == 3);
+  // Damaged gzip data is an io_error naming the file, whatever its name.
+  const std::string cut = dir.write("cut.tsv", gz.substr(0, gz.size() / 2));
+  CHECK_THAT(io_error_message([&] { (void)coulomb::read_text_file_auto(cut); }),
+             Contains("cut.tsv'") && Contains("truncated"));
+}
+
+#ifdef COULOMB_TEST_HAVE_FIFO
+
+TEST_CASE("Text_ReadTextFileAutoReadsAFifoOnce", "[text][io][gzip][fifo]") {
+  // A named pipe can be read once: plain or gzip, the text comes through whole.
+  ScratchDir dir("auto_fifo");
+  const std::string fifo = (dir.path / "data.fifo").string();
+  auto through_fifo = [&](const std::string& fed, auto&& read) {
+    std::filesystem::remove(fifo);
+    coulomb_test::FifoFeeder feeder(fifo, fed);
+    REQUIRE(feeder.created());
+    return read(fifo);
+  };
+  const std::string plain = file_bytes(data_file("text_sst2_glue.tsv"));
+  auto read_text = [](const std::string& path) { return coulomb::read_text_file_auto(path); };
+  CHECK(through_fifo(plain, read_text) == plain);
+  const auto sst2 = through_fifo(
+      plain, [](const std::string& path) { return coulomb::read_text_dataset_auto(path); });
+  CHECK(sst2.size() == 4);
+  CHECK(sst2.source == fifo);
+  if (!coulomb::has_zlib()) return;
+  const std::string gz = file_bytes(data_file("text_mrpc.tsv.gz"));
+  CHECK(through_fifo(gz, read_text) == coulomb::gunzip(gz, "mrpc"));
+  CHECK_THAT(io_error_message([&] { (void)through_fifo(gz.substr(0, 40), read_text); }),
+             Contains("'" + fifo + "'") && Contains("truncated"));
+}
+
+#endif
 
 TEST_CASE("Text_DamagedGzipAlwaysThrowsIoError", "[text][io][gzip][input]") {
   if (!coulomb::has_zlib()) return;

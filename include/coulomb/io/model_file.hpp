@@ -500,6 +500,11 @@ class ImageReader {
   std::string section_ = "header";
 };
 
+/// The bytes of a file image read into a string (io::read_file), as the parsers take them.
+inline std::span<const std::byte> image_of(const std::string& bytes) noexcept {
+  return {reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()};
+}
+
 /// A name shown in a message: at most 60 bytes, control bytes as '?'.
 inline std::string printable_name(std::string_view name) {
   std::string out;
@@ -598,7 +603,10 @@ inline ScalarType peek_scalar_type(std::span<const std::byte> image, std::string
 
 /// The scalar type stored in the model file at `path`, read from its header only (see the
 /// overload for images). Throws io_error naming the path when the file cannot be read, is not a
-/// model file of this version, or has an unknown scalar type.
+/// model file of this version, or has an unknown scalar type. A program that loads the file
+/// next should not call this: a pipe or FIFO can be read only once. It reads the file once
+/// (io::read_file) and passes the image to both peek_scalar_type and parse_model_file, as the
+/// loaders of io/text_model.hpp do.
 inline ScalarType peek_scalar_type(const std::string& path) {
   const char* where = "coulomb::io::peek_scalar_type";
   std::ifstream in(path, std::ios::binary);
@@ -771,9 +779,7 @@ ModelFile<S> parse_model_file(std::span<const std::byte> image, std::string_view
 template <RealScalar S>
 ModelFile<S> load_model_file(const std::string& path, const ReadOptions& options = {}) {
   const std::string bytes = read_file(path, "coulomb::io::load_model_file");
-  return parse_model_file<S>(
-      std::span<const std::byte>(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()),
-      path, options);
+  return parse_model_file<S>(detail::image_of(bytes), path, options);
 }
 
 }  // namespace coulomb::io

@@ -8,17 +8,16 @@
 /// docs/model.md (section "Saving and loading").
 ///
 /// A program that knows the model's types loads it with load_text_model<S, Map>(path). A
-/// program that does not (an evaluation tool) reads the scalar type and the feature-map name
-/// first, then dispatches:
+/// program that does not (an evaluation tool) lets visit_text_model read the file, find the
+/// scalar type and the feature map it names, and call it with the loaded model:
 ///
-///     const auto header = coulomb::io::read_text_model_header(path);
-///     coulomb::io::dispatch_text_model(header.scalar, header.feature_map.name,
-///                                      [&](auto tag) {
-///       using Map = typename decltype(tag)::type;     // e.g. FavorPlus<float>
-///       using S = typename Map::Scalar;
-///       auto loaded = coulomb::io::load_text_model<S, Map>(path);
+///     coulomb::io::visit_text_model(path, [&](auto& loaded) {  // LoadedTextModel<S, Map>&
+///       loaded.model.forward(batch, logits);
 ///       ...
 ///     });
+///
+/// Every loader that takes a path reads the file exactly once, so a pipe, a FIFO or /dev/stdin
+/// works; read_text_model_header followed by load_text_model reads it twice.
 #pragma once
 
 #include <array>
@@ -619,6 +618,24 @@ void require_finite_omegas(const ModelFile<S>& file, nn::TextClassifier<S, Map>&
   }
 }
 
+/// The model file at `path` as ModelFile<S>, read once (a pipe or FIFO cannot be read twice:
+/// the scalar type is peeked from the image in memory). io_error naming `path` when it cannot be
+/// read or parsed, or stores another scalar type ("..., <expects> float64<hint>").
+template <RealScalar S>
+ModelFile<S> read_model_file_as(const std::string& path, const ReadOptions& options,
+                                const std::string& where, std::string_view expects,
+                                std::string_view hint = {}) {
+  const std::string bytes = read_file(path, where);
+  const ScalarType stored = peek_scalar_type(image_of(bytes), path);
+  if (stored != scalar_type_of<S>())
+    throw io_error(where + ": '" + path + "': scalar type is " +
+                   scalar_type_name(static_cast<std::uint8_t>(stored)) + " in the file, " +
+                   std::string(expects) + " " +
+                   scalar_type_name(static_cast<std::uint8_t>(scalar_type_of<S>())) +
+                   std::string(hint));
+  return parse_model_file<S>(image_of(bytes), path, options);
+}
+
 }  // namespace detail
 
 /// Adds a whole text model to `file`: the layout of docs/file_format.md (section "Text
@@ -719,14 +736,16 @@ TextModelHeader text_model_header(const ModelFile<S>& file) {
 
 /// The header of the text-model file at `path`: scalar type, configuration, feature map,
 /// encoder options and metadata, so that a program can choose the types to load it with (see
-/// dispatch_text_model). Reads and checks the whole file (checksum included). Throws io_error
-/// as load_model_file and text_model_header.
+/// dispatch_text_model). Reads the file once and checks all of it (checksum included). Throws
+/// io_error as load_model_file and text_model_header.
 inline TextModelHeader read_text_model_header(const std::string& path,
                                               const ReadOptions& options = {}) {
-  return dispatch_scalar(peek_scalar_type(path), [&](auto tag) {
+  const char* where = "coulomb::io::read_text_model_header";
+  const std::string bytes = read_file(path, where);
+  const auto image = detail::image_of(bytes);
+  return dispatch_scalar(peek_scalar_type(image, path), [&](auto tag) {
     using S = typename decltype(tag)::type;
-    return detail::parse_text_model_header(load_model_file<S>(path, options),
-                                           "coulomb::io::read_text_model_header");
+    return detail::parse_text_model_header(parse_model_file<S>(image, path, options), where);
   });
 }
 
@@ -770,19 +789,17 @@ LoadedTextModel<S, Map> load_text_model(const ModelFile<S>& file,
   return loaded;
 }
 
-/// Reads the text-model file at `path` (see the overload for a parsed file). Throws io_error
-/// naming `path` as load_model_file for a file that cannot be read, is truncated or corrupted.
+/// Reads the text-model file at `path` once (a pipe or FIFO works; see the overload for a
+/// parsed file). Throws io_error naming `path` as load_model_file for a file that cannot be
+/// read, is truncated or corrupted, or stores another scalar type than S.
 template <RealScalar S, FeatureMap Map>
 LoadedTextModel<S, Map> load_text_model(const std::string& path,
                                         const TextModelLoadOptions& options = {}) {
-  const ScalarType stored = peek_scalar_type(path);
-  if (stored != scalar_type_of<S>())
-    throw io_error("coulomb::io::load_text_model: '" + path + "': scalar type is " +
-                   scalar_type_name(static_cast<std::uint8_t>(stored)) +
-                   " in the file, the program expects " +
-                   scalar_type_name(static_cast<std::uint8_t>(scalar_type_of<S>())) +
-                   " (read_text_model_header gives the type to load with)");
-  return load_text_model<S, Map>(load_model_file<S>(path, options.read), options);
+  return load_text_model<S, Map>(
+      detail::read_model_file_as<S>(path, options.read, "coulomb::io::load_text_model",
+                                    "the program expects",
+                                    " (read_text_model_header gives the type to load with)"),
+      options);
 }
 
 /// Loads the parameters of the text-model file at `path` into an existing `model`, after
@@ -790,18 +807,12 @@ LoadedTextModel<S, Map> load_text_model(const std::string& path,
 /// train_omega and num_threads, which are run-time state) and feature map with the same
 /// options; returns the vocabulary and the header. Throws io_error naming the file and every
 /// field that differs with both values ("config.d_model is '64' in the file, the model has
-/// '32'"), and as load_text_model; `model` is unchanged on error.
+/// '32'"), and as load_text_model; `model` is unchanged on error. Reads the file once.
 template <RealScalar S, FeatureMap Map>
 TextModelAssets load_text_model_into(const std::string& path, nn::TextClassifier<S, Map>& model,
                                      const ReadOptions& options = {}) {
   const std::string where = "coulomb::io::load_text_model_into";
-  const ScalarType stored = peek_scalar_type(path);
-  if (stored != scalar_type_of<S>())
-    throw io_error(where + ": '" + path + "': scalar type is " +
-                   scalar_type_name(static_cast<std::uint8_t>(stored)) +
-                   " in the file, the model's is " +
-                   scalar_type_name(static_cast<std::uint8_t>(scalar_type_of<S>())));
-  const ModelFile<S> file = load_model_file<S>(path, options);
+  const ModelFile<S> file = detail::read_model_file_as<S>(path, options, where, "the model's is");
   TextModelHeader header = detail::parse_text_model_header(file, where);
   detail::require_text_model_types<S, Map>(header, where);
   std::string problems;
@@ -845,11 +856,13 @@ TextModelAssets load_text_model_into(const std::string& path, nn::TextClassifier
 template <typename F>
 decltype(auto) visit_text_model(const std::string& path, F&& f,
                                 const TextModelLoadOptions& options = {}) {
-  return dispatch_scalar(peek_scalar_type(path), [&](auto scalar_tag) -> decltype(auto) {
+  const char* where = "coulomb::io::visit_text_model";
+  const std::string bytes = read_file(path, where);  // once: a pipe cannot be read twice
+  const auto image = detail::image_of(bytes);
+  return dispatch_scalar(peek_scalar_type(image, path), [&](auto scalar_tag) -> decltype(auto) {
     using S = typename decltype(scalar_tag)::type;
-    const ModelFile<S> file = load_model_file<S>(path, options.read);
-    const TextModelHeader header =
-        detail::parse_text_model_header(file, "coulomb::io::visit_text_model");
+    const ModelFile<S> file = parse_model_file<S>(image, path, options.read);
+    const TextModelHeader header = detail::parse_text_model_header(file, where);
     return dispatch_feature_map<S>(header.feature_map.name, [&](auto map_tag) -> decltype(auto) {
       using Map = typename decltype(map_tag)::type;
       auto loaded = load_text_model<S, Map>(file, options);

@@ -200,9 +200,11 @@ inline TextDataset parse_text_dataset(std::string_view text, std::string_view so
 
 }  // namespace detail
 
-/// Parses a dataset from TSV text (a whole file's content); `source` names it in messages.
-/// Throws io_error for a missing or duplicated column, a malformed row (unless skipped), or a
-/// label that is not an integer in [0, options.num_classes); invalid_argument for bad options.
+/// Parses a dataset from TSV text (a whole file's content); `source` names it in messages. With
+/// read_text_file_auto (text/gzip.hpp) a program reads a file once, looks at its header line,
+/// chooses the columns, and parses the same text, so that a pipe or a FIFO works too. Throws
+/// io_error for a missing or duplicated column, a malformed row (unless skipped), or a label
+/// that is not an integer in [0, options.num_classes); invalid_argument for bad options.
 inline TextDataset parse_text_dataset(std::string_view text, std::string_view source,
                                       const TextColumns& columns = TextColumns::sst2(),
                                       const TextReadOptions& options = {}) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// @file text/gzip.hpp
-/// @brief Reading gzip-compressed TSV files (RFC 1952) through zlib.
+/// @brief Reading gzip-compressed TSV files (RFC 1952) through zlib, and files that may or may
+/// not be compressed (read_text_file_auto, read_text_dataset_auto: by content, not by name).
 ///
 /// This is the only coulomb header that needs zlib. Link the CMake target `coulomb::gzip`, which
 /// adds zlib when CMake finds it. Without zlib (the target then defines COULOMB_NO_ZLIB), the
@@ -154,6 +155,29 @@ inline std::string read_gzip_file(const std::string& path, const GzipOptions& op
   return gunzip(bytes, path, options);
 }
 
+namespace detail {
+
+/// The bytes of the file at `path`, read once, decompressed when they start with the gzip magic.
+inline std::string read_text_auto(const std::string& path, const GzipOptions& gzip,
+                                  std::string_view where) {
+  std::string bytes = read_file_bytes(path, where);
+  if (has_gzip_magic(bytes)) bytes = gunzip(bytes, path, gzip);
+  return bytes;
+}
+
+}  // namespace detail
+
+/// The whole text of the file at `path`, decompressed when it is gzip data. Whether it is
+/// gzip is decided by its first two bytes (1f 8b), never by its name: a gzip file named `.tsv`
+/// and a plain file named `.tsv.gz` both read right. The file is read exactly once, so `path`
+/// may be a pipe, a FIFO, /dev/stdin or a shell's `<(…)`: a tool reads it once, looks at its
+/// header line (to choose the TextColumns, say), then parses the same text with
+/// parse_text_dataset or parse_tsv. Throws io_error naming `path` when the file cannot be read,
+/// and as gunzip for damaged gzip data.
+inline std::string read_text_file_auto(const std::string& path, const GzipOptions& gzip = {}) {
+  return detail::read_text_auto(path, gzip, "coulomb::read_text_file_auto");
+}
+
 /// Reads a gzip-compressed TSV file into a table (see parse_tsv).
 inline TsvTable read_tsv_gz(const std::string& path, const TsvOptions& options = {},
                             const GzipOptions& gzip = {}) {
@@ -169,15 +193,15 @@ inline TextDataset read_text_dataset_gz(const std::string& path,
                                     "coulomb::read_text_dataset_gz");
 }
 
-/// Reads a dataset from a TSV file, gzip-compressed or not (decided by the first two bytes).
+/// Reads a dataset from a TSV file, gzip-compressed or not (decided by the first two bytes, as
+/// read_text_file_auto does; the file is read once).
 inline TextDataset read_text_dataset_auto(const std::string& path,
                                           const TextColumns& columns = TextColumns::sst2(),
                                           const TextReadOptions& options = {},
                                           const GzipOptions& gzip = {}) {
   const char* where = "coulomb::read_text_dataset_auto";
-  std::string bytes = detail::read_file_bytes(path, where);
-  if (detail::has_gzip_magic(bytes)) bytes = gunzip(bytes, path, gzip);
-  return detail::parse_text_dataset(bytes, path, columns, options, where);
+  return detail::parse_text_dataset(detail::read_text_auto(path, gzip, where), path, columns,
+                                    options, where);
 }
 
 }  // namespace coulomb

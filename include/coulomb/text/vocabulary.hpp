@@ -17,10 +17,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
-#include <fstream>
 #include <functional>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -32,6 +32,7 @@
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "../core/error.hpp"
+#include "../io/atomic_file.hpp"
 #include "dataset.hpp"
 #include "tokenizer.hpp"
 #include "tsv.hpp"
@@ -180,13 +181,14 @@ class Vocabulary {
       out << tokens_[i] << '\t' << counts_[i] << '\n';
   }
 
-  /// Saves the vocabulary to `path`. Throws io_error when the file cannot be written.
+  /// Saves the vocabulary to `path`, atomically (io/atomic_file.hpp): a crash or an error leaves
+  /// the previous file intact. Throws io_error naming `path` when the file cannot be written.
   void save(const std::string& path) const {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    if (!out) detail::throw_io_at("coulomb::Vocabulary::save", path, 0, "cannot open for writing");
+    std::ostringstream out;
     write(out);
-    out.flush();
-    if (!out) detail::throw_io_at("coulomb::Vocabulary::save", path, 0, "write error");
+    const std::string text = out.str();
+    io::write_file_atomically(path, std::as_bytes(std::span<const char>(text)),
+                              "coulomb::Vocabulary::save");
   }
 
   /// Parses a vocabulary in its text format; `source` names it in messages. Throws io_error
