@@ -134,7 +134,7 @@ TEST_CASE("ImportanceSampling_AlignmentsMatchBruteForce", "[particles][baselines
 
   auto check_map = [&](const auto& map, auto per_particle_features) {
     using Map = std::decay_t<decltype(map)>;
-    coulomb::ImportanceSampling<Map> is(map, X, Y, {.rho = 0.5});
+    coulomb::ImportanceSampling<Map> is(map, X, Y, {.rho = 0.5, .centre = true});
     for (Index k = 0; k < pool; ++k) {
       // v_k = (1/n²) Σ_{i,j} ŷ_i ŷ_j ϕ(x_i; w_k)ᵀϕ(x_j; w_k) through the n×n matrix.
       const Mat phi = per_particle_features(map, k);  // n × (outputs per particle)
@@ -243,7 +243,7 @@ TEST_CASE("ImportanceSampling_BadInput", "[particles][baselines][input]") {
   CHECK_THROWS_AS(IS(pool, X.topRows(9), Y), coulomb::invalid_argument);
   CHECK_THROWS_AS(IS(pool, Mat(0, 3), Mat(0, 1)), coulomb::invalid_argument);
   CHECK_THROWS_AS(IS(pool, X.leftCols(2), Y), coulomb::invalid_argument);
-  CHECK_THROWS_AS(IS(pool, X, Mat::Ones(10, 1)), coulomb::invalid_argument);
+  CHECK_THROWS_AS(IS(pool, X, Mat::Ones(10, 1), {.centre = true}), coulomb::invalid_argument);
   CHECK_THROWS_WITH(IS(pool, X, Y, {.rho = 0.0}), Catch::Contains("'options.rho'"));
   CHECK_THROWS_AS(IS(pool, X, Y).sample_indices(0, rng), coulomb::invalid_argument);
   Vec bad = Vec::Ones(4);

@@ -45,6 +45,7 @@
 #include "particles/importance_sampling.hpp"
 #include "particles/langevin.hpp"
 #include "particles/riesz.hpp"
+#include "particles/tilted_langevin.hpp"
 #include "text/batching.hpp"
 #include "text/dataset.hpp"
 #include "text/encoder.hpp"

@@ -14,6 +14,12 @@
 /// Normalized alignment (Cortes, Mohri & Rostamizadeh, JMLR 2012), with Φ_c the column-centred
 /// features when the targets are centred:
 ///   A(Ω) = ⟨K_c, ŶŶᵀ⟩_F / (‖K_c‖_F ‖ŶŶᵀ‖_F) = ‖ŶᵀΦ‖²_F / (‖Φ_cᵀΦ_c‖_F ‖ŶᵀŶ‖_F) ∈ [0, 1].
+///
+/// Learned phases (AlignmentOptions::learn_phases, maps with phases such as Rff): the particles
+/// are Θ = [Ω | b] (m×(d+1)), feature j is √(2/m) cos(z_j + b_j) with z = XΩᵀ, and since
+/// ∂φ_j/∂b_j = ∂φ_j/∂z_j the phase gradient is a column sum of ∂E/∂Z:
+///   ∂E/∂b_j = Σ_i (∂E/∂Z)_ij.
+/// Sinha & Duchi (NIPS 2016) use uncentred targets (AlignmentOptions{.centre = false}).
 #pragma once
 
 #include <cmath>
@@ -73,7 +79,33 @@ Matrix<Scalar> one_hot_targets(const Eigen::MatrixBase<D>& labels, Index num_cla
 /// Options of AlignmentEnergy.
 struct AlignmentOptions {
   bool centre = true;  ///< subtract the mean target (centred kernel-target alignment)
+  /// Learn the phases too: the particles are [Ω | b] (m×(d+1)) and the gradient has a phase
+  /// column. Only for maps with phases (feature_map_traits<Map>::has_phases).
+  bool learn_phases = false;
 };
+
+/// The particles [Ω | b] (m×(d+1)) of a map with phases: the frequencies and, as the last
+/// column, the phases; what AlignmentEnergy with learn_phases evaluates.
+template <FeatureMap Map>
+requires(feature_map_traits<Map>::has_phases) Matrix<typename Map::Scalar> phased_particles(
+    const Map& map) {
+  Matrix<typename Map::Scalar> theta(map.num_particles(), map.input_dim() + 1);
+  theta << map.omega(), map.phases();
+  return theta;
+}
+
+/// Sets a map's frequencies and phases from particles [Ω | b] (m×(d+1), m = the map's number of
+/// particles). Throws invalid_argument (and changes nothing) on a wrong shape or non-finite
+/// entries.
+template <FeatureMap Map, typename D>
+requires(feature_map_traits<Map>::has_phases) void set_phased_particles(
+    Map& map, const Eigen::MatrixBase<D>& theta) {
+  const char* where = "coulomb::set_phased_particles";
+  detail::require_shape(theta, map.num_particles(), map.input_dim() + 1, where, "theta");
+  detail::require_finite(theta, where, "theta");
+  map.set_omega(theta.leftCols(map.input_dim()));
+  map.set_phases(theta.col(map.input_dim()));
+}
 
 /// The alignment energy E(Ω) = −‖(1/n) ŶᵀΦ(X; Ω)‖²_F of a feature map on a data set, with
 /// value, gradient with respect to Ω, and minibatches. Holds a copy of the map, whose
@@ -99,6 +131,8 @@ class AlignmentEnergy {
     detail::require(Y_.cols() >= 1, where, "argument 'Y' has no columns");
     detail::require_finite(X_, where, "X");
     detail::require_finite(Y_, where, "Y");
+    detail::require(!options_.learn_phases || feature_map_traits<Map>::has_phases, where,
+                    "argument 'options.learn_phases' needs a map with phases (such as Rff)");
     if (options_.centre) Y_.rowwise() -= Y_.colwise().mean();
     detail::require(Y_.squaredNorm() > 0, where,
                     "the targets are constant (all labels equal): the centred alignment is zero");
@@ -151,9 +185,10 @@ class AlignmentEnergy {
   }
 
   /// Normalized (centred) alignment A(Ω) ∈ [0, 1] on all samples: a metric, larger is better.
+  /// With learn_phases, `omega` is [Ω | b].
   template <typename D>
   Scalar normalized_alignment(const Eigen::MatrixBase<D>& omega) {
-    map_.set_omega(omega);
+    set_particles(omega);
     map_.map(X_, phi_);
     return normalized_alignment_of(phi_, Y_, options_.centre);
   }
@@ -171,8 +206,22 @@ class AlignmentEnergy {
 
  private:
   template <typename D>
-  Scalar compute(const Eigen::MatrixBase<D>& omega, Index begin, Index size, MatrixType* gradient) {
+  void set_particles(const Eigen::MatrixBase<D>& omega) {
+    if constexpr (feature_map_traits<Map>::has_phases) {
+      if (options_.learn_phases) {
+        const Index d = X_.cols();
+        detail::require_cols(omega, d + 1, "coulomb::AlignmentEnergy::evaluate", "omega");
+        map_.set_omega(omega.leftCols(d));
+        map_.set_phases(omega.col(d));
+        return;
+      }
+    }
     map_.set_omega(omega);
+  }
+
+  template <typename D>
+  Scalar compute(const Eigen::MatrixBase<D>& omega, Index begin, Index size, MatrixType* gradient) {
+    set_particles(omega);
     const bool full = begin == 0 && size == num_samples();
     if (full) {
       return value_and_gradient(X_, Y_, gradient);
@@ -202,11 +251,23 @@ class AlignmentEnergy {
     const Scalar value = -projection_.squaredNorm();
     if (gradient) {
       dphi_.noalias() = (Scalar(-2) * inv_n) * (Y * projection_);  // ∂E/∂Φ
-      // The workspace overload (coulomb's maps have it) allocates nothing after the first call.
-      if constexpr (requires { map_.backward_params(X, phi_, dphi_, *gradient, workspace_); })
+      if constexpr (feature_map_traits<Map>::has_phases) {
+        if (options_.learn_phases) {
+          // ∂E/∂b_j = Σ_i (∂E/∂Z)_ij, beside ∂E/∂Ω = (∂E/∂Z)ᵀX.
+          map_.backward_params(X, phi_, dphi_, omega_gradient_, workspace_);
+          const Index d = omega_gradient_.cols();
+          gradient->resize(omega_gradient_.rows(), d + 1);
+          gradient->leftCols(d) = omega_gradient_;
+          gradient->col(d).noalias() = workspace_.dZ.colwise().sum().transpose();
+          return value;
+        }
+      }
+      if constexpr (requires { map_.backward_params(X, phi_, dphi_, *gradient, workspace_); }) {
+        // The workspace overload (coulomb's maps have it) allocates nothing after the first call.
         map_.backward_params(X, phi_, dphi_, *gradient, workspace_);
-      else
+      } else {
         map_.backward_params(X, phi_, dphi_, *gradient);
+      }
     }
     return value;
   }
@@ -216,7 +277,7 @@ class AlignmentEnergy {
   MatrixType Y_;
   AlignmentOptions options_;
   std::vector<Index> order_;
-  MatrixType phi_, dphi_, projection_, batch_x_, batch_y_;
+  MatrixType phi_, dphi_, projection_, batch_x_, batch_y_, omega_gradient_;
   BackwardWorkspace<Scalar> workspace_;
 };
 

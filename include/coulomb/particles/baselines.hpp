@@ -13,6 +13,11 @@
 /// solved in closed form, (Φ_cᵀΦ_c + nαI) w = Φ_cᵀ(y − ȳ), b = ȳ − μᵀw, with Φ_c the
 /// column-centred features and μ their means, by a Cholesky factorization (D×D, D the number of
 /// features). Everything is computed in double whatever the features' scalar type.
+///
+/// ReferenceRidgeClassifier is the classifier of Sinha & Duchi's example (Learning Kernels with
+/// Random Features, NIPS 2016; example_script.m of their code): uncentred features, the
+/// intercept fixed at the mean training label ȳ, and the penalty λ in absolute units,
+///   w = (ΦᵀΦ + λI)⁻¹ Φᵀ(y − ȳ),   decision φ(x)ᵀw + ȳ.
 #pragma once
 
 #include <algorithm>
@@ -132,6 +137,75 @@ class RidgeClassifier {
 
  private:
   double alpha_;
+  Vector<double> weights_;
+  double intercept_ = 0.0;
+};
+
+/// Sinha & Duchi's reference classifier: w = (ΦᵀΦ + λI)⁻¹ Φᵀ(y − ȳ) on uncentred features,
+/// decision φ(x)ᵀw + ȳ (label 1 when > 0), λ in absolute units (their example uses 0.05).
+class ReferenceRidgeClassifier {
+ public:
+  /// λ > 0, added to the diagonal of ΦᵀΦ as it is (not multiplied by n).
+  explicit ReferenceRidgeClassifier(double lambda = 0.05) : lambda_(lambda) {
+    detail::require_positive(lambda, "coulomb::ReferenceRidgeClassifier", "lambda");
+  }
+
+  /// The penalty λ.
+  double lambda() const noexcept { return lambda_; }
+  /// The fitted weights w (empty before fit).
+  const Vector<double>& weights() const noexcept { return weights_; }
+  /// The intercept ȳ, the mean of the ±1 training labels.
+  double intercept() const noexcept { return intercept_; }
+
+  /// Fits on features Φ (n×D) and labels (n entries in {0, 1} or {−1, 1}). Throws
+  /// invalid_argument for mismatched or non-finite input, numerical_error when ΦᵀΦ + λI is not
+  /// positive definite to working precision.
+  template <typename DP, typename DL>
+  ReferenceRidgeClassifier& fit(const Eigen::MatrixBase<DP>& Phi,
+                                const Eigen::MatrixBase<DL>& labels) {
+    const char* where = "coulomb::ReferenceRidgeClassifier::fit";
+    const Vector<double> y = detail::signed_labels(labels, where);
+    detail::require(Phi.rows() == y.size(), where,
+                    "argument 'Phi' has " + std::to_string(Phi.rows()) + " rows, expected " +
+                        std::to_string(y.size()) + " (one per label)");
+    detail::require(Phi.cols() >= 1, where, "argument 'Phi' has no columns");
+    detail::require_finite(Phi, where, "Phi");
+    const Matrix<double> phi = Phi.template cast<double>();
+    Matrix<double> gram = Matrix<double>::Zero(phi.cols(), phi.cols());
+    gram.selfadjointView<Eigen::Lower>().rankUpdate(phi.transpose());
+    gram.triangularView<Eigen::StrictlyUpper>() = gram.transpose();
+    const double y_mean = y.mean();
+    const Vector<double> rhs = phi.transpose() * (y.array() - y_mean).matrix();
+    weights_ = detail::ridge_solve(gram, rhs, lambda_, where);
+    intercept_ = y_mean;
+    return *this;
+  }
+
+  /// φ(x_i)ᵀw + ȳ for every row of Φ.
+  template <typename DP>
+  Vector<double> decision_function(const Eigen::MatrixBase<DP>& Phi) const {
+    const char* where = "coulomb::ReferenceRidgeClassifier::decision_function";
+    detail::require(weights_.size() > 0, where, "the classifier is not fitted");
+    detail::require_cols(Phi, weights_.size(), where, "Phi");
+    return (Phi.template cast<double>() * weights_).array() + intercept_;
+  }
+
+  /// Fraction of rows of Φ whose predicted label (1 when the decision is > 0) matches `labels`.
+  template <typename DP, typename DL>
+  double accuracy(const Eigen::MatrixBase<DP>& Phi, const Eigen::MatrixBase<DL>& labels) const {
+    const char* where = "coulomb::ReferenceRidgeClassifier::accuracy";
+    const Vector<double> y = detail::signed_labels(labels, where);
+    detail::require(Phi.rows() == y.size(), where,
+                    "argument 'Phi' has " + std::to_string(Phi.rows()) + " rows, expected " +
+                        std::to_string(y.size()) + " (one per label)");
+    const Vector<double> f = decision_function(Phi);
+    Index correct = 0;
+    for (Index i = 0; i < y.size(); ++i) correct += (f(i) > 0.0) == (y(i) > 0.0);
+    return static_cast<double>(correct) / static_cast<double>(y.size());
+  }
+
+ private:
+  double lambda_;
   Vector<double> weights_;
   double intercept_ = 0.0;
 };

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 /// @file particles/callbacks.hpp
-/// @brief Ready-made callbacks for ProjectedLangevin::optimize: energy logging, particle
-/// snapshots, early stopping on a validation metric, and progress lines.
+/// @brief Ready-made callbacks for ProjectedLangevin::optimize and TiltedLangevin::optimize:
+/// energy logging, particle snapshots, early stopping on a validation metric, the convergence
+/// report (energy plateau), and progress lines.
 ///
 /// A callback is any object with some of `begin_optimization`, `step_taken` (return true to
 /// stop) and `end_optimization` (see particles/langevin.hpp); these are examples of each.
 #pragma once
 
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <ostream>
@@ -93,6 +95,61 @@ struct EarlyStopping {
     }
     return ++evaluations_without_improvement >= patience;
   }
+};
+
+/// Convergence report: the energy averaged over windows of `window` steps, and a plateau test
+/// that can stop the run. With m_j the mean of window j and se_j its standard error (window sd
+/// over √window), window j ≥ 2 is flat when
+///   |m_j − m_{j−1}| ≤ max( tolerance · |m_j − m_0|,  z · √(se_j² + se_{j−1}²) ):
+/// its change is a small fraction of the progress since the first window, or indistinguishable
+/// from the step-to-step fluctuation (minibatches, Langevin noise). After `patience` flat
+/// windows in a row the run has converged; it stops there when `stop` is true.
+struct EnergyPlateau {
+  Index window = 50;        ///< steps per window (≥ 2)
+  double tolerance = 0.01;  ///< relative change allowed, in units of the progress so far
+  double z = 2.0;           ///< multiple of the standard error treated as noise
+  Index patience = 2;       ///< consecutive flat windows needed
+  bool stop = true;         ///< stop the run once converged
+  bool converged = false;   ///< whether the plateau was reached
+  Index converged_at = -1;  ///< steps taken when it was reached (−1: not reached)
+  double last_change =
+      std::numeric_limits<double>::quiet_NaN();  ///< |m_j − m_{j−1}| of the last window
+  std::vector<double> window_means{};            ///< m_0, m_1, … of the completed windows
+  std::vector<double> window_errors{};           ///< se_0, se_1, …
+
+  /// Accumulates the step's energy; at the end of a window applies the plateau test. Returns
+  /// true (stop) when converged and `stop`.
+  template <typename Opt, typename F, typename M>
+  bool step_taken(const Opt&, F&, const M&, const LangevinStep& step) {
+    const Index w = window < 2 ? 2 : window;
+    sum_ += step.energy;
+    sum_sq_ += step.energy * step.energy;
+    if (++count_ < w) return false;
+    const double mean = sum_ / static_cast<double>(w);
+    const double var = std::max(
+        0.0, (sum_sq_ - static_cast<double>(w) * mean * mean) / static_cast<double>(w - 1));
+    window_means.push_back(mean);
+    window_errors.push_back(std::sqrt(var / static_cast<double>(w)));
+    sum_ = sum_sq_ = 0.0;
+    count_ = 0;
+    const std::size_t j = window_means.size() - 1;
+    if (j == 0) return false;
+    last_change = std::abs(window_means[j] - window_means[j - 1]);
+    const double progress = std::abs(window_means[j] - window_means[0]);
+    const double noise = z * std::hypot(window_errors[j], window_errors[j - 1]);
+    flat_ = last_change <= std::max(tolerance * progress, noise) ? flat_ + 1 : 0;
+    if (!converged && flat_ >= patience) {
+      converged = true;
+      converged_at = step.iteration + 1;
+    }
+    return converged && stop;
+  }
+
+  // Running state (public so that the struct stays an aggregate for designated initializers).
+  double sum_ = 0.0;     ///< Σ energy over the current window (internal)
+  double sum_sq_ = 0.0;  ///< Σ energy² over the current window (internal)
+  Index count_ = 0;      ///< steps in the current window (internal)
+  Index flat_ = 0;       ///< consecutive flat windows (internal)
 };
 
 /// Prints "step t/T  energy E  eta η" every `every` steps to `out`.

@@ -6,9 +6,14 @@
 /// A composable objective: any alignment-like term with `evaluate_with_gradient` (and the
 /// minibatch overload, `num_samples()`, `shuffle(rng)`) plus a RieszEnergy. Without repulsion
 /// (λ = 0) every particle drifts to the same best frequency; the Riesz term keeps them apart.
+///
+/// λ in scale-free units (balanced_repulsion_weight): λ = λ_rel ‖∇E(Ω₀)‖_F / ‖∇W(Ω₀)‖_F, so that
+/// λ_rel = 1 makes both forces equally strong at the start whatever the data's scale.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "../core/check.hpp"
@@ -23,6 +28,24 @@ struct HamiltonianTerms {
   double repulsion = 0.0;  ///< W_{N,s}(Ω) (before the factor λ)
   double total = 0.0;      ///< E + λ W
 };
+
+/// λ = relative · ‖∇E(Ω)‖_F / ‖∇W(Ω)‖_F on all samples: the repulsion weight at which the two
+/// forces are `relative` times as strong as each other at Ω (the gradients compared on the
+/// columns the repulsion acts on). Throws invalid_argument unless relative ≥ 0 is finite.
+template <typename Alignment, typename D>
+double balanced_repulsion_weight(Alignment& alignment, const RieszOptions& riesz,
+                                 const Eigen::MatrixBase<D>& omega, double relative = 1.0) {
+  detail::require(std::isfinite(relative) && relative >= 0.0, "coulomb::balanced_repulsion_weight",
+                  "argument 'relative' must be finite and >= 0, got " + std::to_string(relative));
+  using Scalar = typename Alignment::Scalar;
+  Matrix<Scalar> g_align, g_riesz;
+  alignment.evaluate_with_gradient(omega, g_align);
+  RieszEnergy<Scalar>(riesz).evaluate_with_gradient(omega, g_riesz);
+  const Index cols = riesz.columns > 0 ? std::min(riesz.columns, g_align.cols()) : g_align.cols();
+  const double a = static_cast<double>(g_align.leftCols(cols).norm());
+  const double w = static_cast<double>(g_riesz.leftCols(cols).norm());
+  return relative * a / std::max(w, std::numeric_limits<double>::min());
+}
 
 /// H = alignment + λ · Riesz.
 template <typename Alignment>

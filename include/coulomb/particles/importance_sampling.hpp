@@ -17,7 +17,10 @@
 /// (a simplex projection, solved exactly after sorting v), and D_χ²(q(γ)) decreases from
 /// M/|argmax v| − 1 (γ → 0) to 0 (γ → ∞); bisection on log γ makes the constraint tight. The
 /// learned kernel is then used either by sampling N particles i.i.d. from q (Sinha & Duchi's
-/// random-feature step) or by weighting the whole pool's features by √q_m.
+/// random-feature step), by weighting the whole pool's features by √q_m, or, as the paper's
+/// example does, by keeping the support {m : q_m > 0} with its own phases as the final features
+/// (support_map). The targets are not centred by default, as in the paper. The alignments are
+/// computed in blocks of pool particles, so that memory is n × block, never n × M.
 #pragma once
 
 #include <algorithm>
@@ -146,8 +149,11 @@ ChiSquareSolution maximize_alignment_chi_square(const Eigen::MatrixBase<D>& alig
 
 /// Options of ImportanceSampling.
 struct ImportanceSamplingOptions {
-  double rho = 1.0;    ///< χ² budget ρ > 0: how far q may move from uniform on the pool
-  bool centre = true;  ///< centre the targets (ŷ = y − mean y), as in AlignmentEnergy
+  double rho = 1.0;  ///< χ² budget ρ > 0: how far q may move from uniform on the pool
+  /// Centre the targets (ŷ = y − mean y). Off by default: Sinha & Duchi align with the raw ±1
+  /// labels.
+  bool centre = false;
+  Index block_size = 2048;  ///< pool particles per block of the alignment pass (memory n × block)
 };
 
 /// Sinha & Duchi's kernel learner on a pool of random features: the per-particle alignments v,
@@ -177,21 +183,17 @@ class ImportanceSampling {
     detail::require_finite(X, where, "X");
     detail::require_finite(Y, where, "Y");
     detail::require_positive(options.rho, where, "options.rho");
+    detail::require(options.block_size >= 1, where,
+                    "argument 'options.block_size' must be at least 1, got " +
+                        std::to_string(options.block_size));
     MatrixType y = Y;
     if (options_.centre) y.rowwise() -= y.colwise().mean();
     detail::require(y.squaredNorm() > 0, where,
-                    "the targets are constant (all labels equal): every alignment is zero");
-
-    // (1/n) ŶᵀΦ with the map's normalized features Φ = ϕ/√M; v_m sums the squares of particle
-    // m's columns, times M to undo the normalization.
-    const MatrixType phi = pool_.map(X);
-    const Matrix<double> projection =
-        ((y.transpose() * phi) / static_cast<Scalar>(X.rows())).template cast<double>();
+                    options_.centre
+                        ? "the targets are constant (all labels equal): every alignment is zero"
+                        : "the targets are all zero: every alignment is zero");
+    alignments_ = pool_alignments(pool_, X, y, options_.block_size);
     const Index m = pool_.num_particles();
-    alignments_.setZero(m);
-    for (Index c = 0; c < projection.cols(); ++c)
-      alignments_(c % m) += projection.col(c).squaredNorm();
-    alignments_ *= static_cast<double>(m);
     solution_ = maximize_alignment_chi_square(alignments_, options_.rho);
     cumulative_.resize(static_cast<std::size_t>(m));
     std::partial_sum(solution_.weights.data(), solution_.weights.data() + m, cumulative_.begin());
@@ -236,6 +238,34 @@ class ImportanceSampling {
     return omega;
   }
 
+  /// Indices of the support {m : q_m > 0}, in pool order: the features Sinha & Duchi keep.
+  std::vector<Index> support_indices() const {
+    std::vector<Index> out;
+    for (Index m = 0; m < pool_size(); ++m)
+      if (weights()(m) > 0.0) out.push_back(m);
+    return out;
+  }
+
+  /// The map of the support particles (frequencies and, for maps with phases, their own phases),
+  /// with the usual 1/√|support| normalization: the final model of Sinha & Duchi's example. A
+  /// map with phases is built with its (Ω, b[, options]) constructor (Rff keeps its bandwidth);
+  /// a map without phases is a copy of the pool given the support's Ω by set_omega.
+  Map support_map() const {
+    const std::vector<Index> idx = support_indices();
+    const MatrixType omega = pool_.omega()(idx, Eigen::all);
+    if constexpr (feature_map_traits<Map>::has_phases) {
+      const Vector<Scalar> phases = pool_.phases()(idx);
+      if constexpr (requires { pool_.bandwidth(); })
+        return Map(omega, phases, {.bandwidth = pool_.bandwidth()});
+      else
+        return Map(omega, phases);
+    } else {
+      Map out = pool_;
+      out.set_omega(omega);
+      return out;
+    }
+  }
+
   /// Features of the whole pool weighted by √(M q_m) (so that Φ_w Φ_wᵀ = Σ_m q_m ϕ_m ϕ_mᵀ):
   /// the learned kernel without sampling.
   template <typename D>
@@ -247,6 +277,47 @@ class ImportanceSampling {
   }
 
  private:
+  /// v_m = M Σ_c∈m ‖(1/n) ŶᵀΦ_c‖² over blocks of `block` pool particles: each block is a map of
+  /// its own (the same particles and phases), so memory is n × block × outputs per particle.
+  template <typename DX>
+  static Vector<double> pool_alignments(const Map& pool, const Eigen::MatrixBase<DX>& X,
+                                        const MatrixType& y, Index block) {
+    const Index m = pool.num_particles();
+    Vector<double> v = Vector<double>::Zero(m);
+    MatrixType phi;
+    const auto inv_n = static_cast<Scalar>(1.0 / static_cast<double>(X.rows()));
+    for (Index b0 = 0; b0 < m; b0 += block) {
+      const Index size = std::min(block, m - b0);
+      if (size == m) {
+        pool.map(X, phi);
+      } else {
+        Map part = block_map(pool, b0, size);
+        part.map(X, phi);
+      }
+      // (1/n) ŶᵀΦ with the block's normalized features ϕ/√size; times size undoes it.
+      const Matrix<double> projection = (inv_n * (y.transpose() * phi)).template cast<double>();
+      for (Index c = 0; c < projection.cols(); ++c)
+        v(b0 + c % size) += projection.col(c).squaredNorm() * static_cast<double>(size);
+    }
+    return v;
+  }
+
+  /// The pool's particles b0 … b0+size−1 (and their phases) as a map.
+  static Map block_map(const Map& pool, Index b0, Index size) {
+    const MatrixType omega = pool.omega().middleRows(b0, size);
+    if constexpr (feature_map_traits<Map>::has_phases) {
+      const Vector<Scalar> phases = pool.phases().segment(b0, size);
+      if constexpr (requires { pool.bandwidth(); })
+        return Map(omega, phases, {.bandwidth = pool.bandwidth()});
+      else
+        return Map(omega, phases);
+    } else {
+      Map out = pool;
+      out.set_omega(omega);
+      return out;
+    }
+  }
+
   Map pool_;
   ImportanceSamplingOptions options_;
   Vector<double> alignments_;

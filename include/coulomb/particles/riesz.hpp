@@ -34,6 +34,10 @@ struct RieszOptions {
   double softening = 1e-3;
   /// Rows per tile of the pairwise computation.
   Index tile_rows = 256;
+  /// Number of leading columns of the particles the energy acts on (0: all). With particles
+  /// [Ω | b] (learned phases), `columns = d` repels the frequencies only; the gradient is then
+  /// zero in the other columns.
+  Index columns = 0;
 };
 
 /// Riesz s-energy W_{N,s} with value and gradient with respect to the particles (rows). Keeps
@@ -53,6 +57,7 @@ class RieszEnergy {
     detail::require(std::isfinite(options.s), where, "argument 'options.s' must be finite");
     detail::require_positive(options.softening, where, "options.softening");
     detail::require(options.tile_rows >= 1, where, "argument 'options.tile_rows' must be >= 1");
+    detail::require(options.columns >= 0, where, "argument 'options.columns' must be >= 0");
   }
 
   /// The options given to the constructor.
@@ -67,19 +72,41 @@ class RieszEnergy {
     return static_cast<double>(dim - 2);
   }
 
-  /// W(Ω).
+  /// W(Ω) (of the leading `options.columns` columns when that is not 0).
   template <typename D>
   Scalar evaluate(const Eigen::MatrixBase<D>& omega) const {
+    if (restricts(omega.cols())) {
+      leading_ = omega.leftCols(options_.columns);
+      return compute(leading_, nullptr);
+    }
     return compute(omega, nullptr);
   }
 
-  /// W(Ω); `gradient` (N×D, resized) receives ∂W/∂Ω.
+  /// W(Ω); `gradient` (N×D, resized) receives ∂W/∂Ω (zero outside the leading
+  /// `options.columns` columns when that is not 0).
   template <typename D>
   Scalar evaluate_with_gradient(const Eigen::MatrixBase<D>& omega, MatrixType& gradient) const {
+    if (restricts(omega.cols())) {
+      leading_ = omega.leftCols(options_.columns);
+      const Scalar value = compute(leading_, &leading_gradient_);
+      gradient.setZero(omega.rows(), omega.cols());
+      gradient.leftCols(options_.columns) = leading_gradient_;
+      return value;
+    }
     return compute(omega, &gradient);
   }
 
  private:
+  /// Whether only the leading columns count; throws if there are fewer columns than that.
+  bool restricts(Index cols) const {
+    if (options_.columns == 0) return false;
+    detail::require(
+        cols >= options_.columns, "coulomb::RieszEnergy::evaluate",
+        "argument 'omega' has " + std::to_string(cols) +
+            " columns, fewer than options.columns = " + std::to_string(options_.columns));
+    return cols > options_.columns;
+  }
+
   template <typename D>
   Scalar compute(const Eigen::MatrixBase<D>& omega, MatrixType* gradient) const {
     const char* where = "coulomb::RieszEnergy::evaluate";
@@ -185,7 +212,7 @@ class RieszEnergy {
   RieszOptions options_;
   // Workspaces of compute(): a tile of the Gram matrix (then of f), a tile of f′, ‖ω_k‖², and
   // one column of t^{−1/2} (then the row sums of f′).
-  mutable MatrixType gram_, coeff_;
+  mutable MatrixType gram_, coeff_, leading_, leading_gradient_;
   mutable Vector<Scalar> sq_norms_, base_;
 };
 
