@@ -7,7 +7,8 @@
 /// Folders follow the paper: features/ (random feature maps, §1), particles/ (alignment,
 /// Riesz repulsion, the Hamiltonian and projected Langevin dynamics, §2–3), and, as they land,
 /// attention/, nn/, train/; text/ stands beside them (TSV datasets, tokenizer, vocabulary,
-/// batching, metrics, perturbations). text/gzip.hpp needs zlib and is not included here:
+/// batching, metrics, perturbations), and so does data/ (generated sequence tasks: ListOps,
+/// MQAR). text/gzip.hpp needs zlib and is not included here:
 /// include it yourself and link coulomb::gzip.
 #pragma once
 
@@ -18,6 +19,9 @@
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/random.hpp"
+#include "data/listops.hpp"
+#include "data/mqar.hpp"
+#include "data/token_sequences.hpp"
 #include "features/draw.hpp"
 #include "features/favor.hpp"
 #include "features/feature_map.hpp"
