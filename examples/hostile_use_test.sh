@@ -133,15 +133,22 @@ if run "--figures auto without gnuplot: a warning, exit status 0" 0 "warning: gn
 fi
 
 # ---- 2. Replacing what is not ours ---------------------------------------------------------
-for target in /dev/null "${T}/fifo"; do
+# The device cases use private device nodes where they can be made (as root, where a broken
+# tool could replace /dev/null itself), and the system's otherwise.
+devnull=/dev/null
+devfull=/dev/full
+if mknod -m 666 "${T}/nulldev" c 1 3 2>/dev/null; then devnull="${T}/nulldev"; fi
+if mknod -m 666 "${T}/fulldev" c 1 7 2>/dev/null; then devfull="${T}/fulldev"; fi
+ln -s /proc/self/fd/1 "${T}/stdout"  # what /dev/stdout is, without touching /dev
+for target in "${devnull}" "${T}/fifo"; do
   [[ "${target}" == "${T}/fifo" ]] && mkfifo "${T}/fifo"
   if run "--model ${target##*/}: refused before the training" 105 \
     "^--model: '${target}': is a (character device|FIFO)" \
     "${TC}" --data "${T}/data" --out "${T}/o" --model "${target}" "${TINY[@]}"; then
     if grep -q "accuracy" "${T}/out"; then
       fail "--model ${target##*/}" "the training ran"
-    elif [[ "${target}" == /dev/null && ! -c /dev/null ]]; then
-      fail "--model /dev/null" "/dev/null is no longer a character device"
+    elif [[ "${target}" == "${devnull}" && ! -c "${devnull}" ]]; then
+      fail "--model ${devnull}" "it is no longer a character device"
     else
       ok "--model ${target##*/}: refused before the training"
     fi
@@ -150,12 +157,12 @@ done
 [[ -p "${T}/fifo" ]] || fail "the FIFO survives" "${T}/fifo is no longer a FIFO"
 
 if run "evaluate --json /dev/stdout on a pipe: streamed" 0 '"rows"' \
-  bash -c "'${EV}' --model '${T}/model.clmb' --data '${T}/data/validation.tsv' --json /dev/stdout | cat"; then
-  if [[ -L /dev/stdout ]]; then ok "evaluate --json /dev/stdout on a pipe: streamed"; else
-    fail "evaluate --json /dev/stdout" "/dev/stdout is no longer a symbolic link"
+  bash -c "'${EV}' --model '${T}/model.clmb' --data '${T}/data/validation.tsv' --json '${T}/stdout' | cat"; then
+  if [[ -L "${T}/stdout" ]]; then ok "evaluate --json /dev/stdout on a pipe: streamed"; else
+    fail "evaluate --json /dev/stdout" "the link to /proc/self/fd/1 was replaced"
   fi
 fi
-"${EV}" --model "${T}/model.clmb" --data "${T}/data/validation.tsv" --json /dev/stdout \
+"${EV}" --model "${T}/model.clmb" --data "${T}/data/validation.tsv" --json "${T}/stdout" \
   >"${T}/stdout_file.txt" 2>"${T}/err"
 status=$?
 if [[ ${status} -eq 0 ]] && grep -q "accuracy" "${T}/stdout_file.txt" &&
@@ -276,10 +283,10 @@ if run "the disk fills during the training: results printed, the old model intac
   elif ! ls "${T}/fills/"*.json >/dev/null 2>&1; then fail "disk fills" "the report is missing"
   else ok "the disk fills during the training: results printed, the old model intact, exit 1"; fi
 fi
-if [[ -c /dev/full ]]; then
+if [[ -c "${devfull}" ]]; then
   if run "--progress-json on a full device: exit status 1 naming the log" 1 \
-    "--progress-json '/dev/full': write error" \
-    "${TC}" --data "${T}/data" --out "${T}/o" --progress-json /dev/full "${TINY[@]}"; then
+    "--progress-json '${devfull}': write error" \
+    "${TC}" --data "${T}/data" --out "${T}/o" --progress-json "${devfull}" "${TINY[@]}"; then
     ok "--progress-json on a full device: exit status 1 naming the log"
   fi
 else
