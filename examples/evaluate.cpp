@@ -72,14 +72,6 @@ struct Row {
   coulomb::ClassificationMetrics metrics;
 };
 
-/// The text of a TSV file, read once (a pipe or FIFO works), decompressed when its first bytes
-/// are the gzip magic (by content, as every coulomb tool decides).
-std::string read_tsv_text(const std::string& path) {
-  std::string bytes = coulomb::detail::read_file_bytes(path, "evaluate");
-  if (coulomb::detail::has_gzip_magic(bytes)) bytes = coulomb::gunzip(bytes, path);
-  return bytes;
-}
-
 /// The columns of layout `name`; "auto" looks at the header line of `text`.
 coulomb::TextColumns columns_for(const std::string& name, std::string_view text,
                                  std::string& chosen) {
@@ -382,7 +374,7 @@ int main(int argc, char** argv) {
   std::ostream& table = opt.json == "-" || opt.reliability_csv == "-" ? std::cerr : std::cout;
 
   try {
-    const std::string tsv_text = read_tsv_text(opt.data);  // read once: a pipe works
+    const std::string tsv_text = coulomb::read_text_file_auto(opt.data);  // once: pipes work
     coulomb::io::TextModelLoadOptions load;
     load.num_threads = opt.threads;
     const Result result = coulomb::io::visit_text_model(

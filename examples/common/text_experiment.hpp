@@ -227,14 +227,6 @@ inline std::filesystem::path find_split(const std::filesystem::path& dir,
                                           ".tsv in '" + dir.string() + "'");
 }
 
-/// The text of the file at `path`, read once, decompressed when it starts with the gzip magic
-/// bytes (by content, whatever its name).
-inline std::string read_split_text(const std::filesystem::path& path) {
-  std::string bytes = coulomb::detail::read_file_bytes(path.string(), "text_experiment");
-  if (coulomb::detail::has_gzip_magic(bytes)) bytes = coulomb::gunzip(bytes, path.string());
-  return bytes;
-}
-
 /// The layout `task` names, or (auto) the one the header line of `text` shows.
 inline std::string layout_of(const std::string& task, std::string_view text) {
   if (task != "auto") return task;
@@ -281,7 +273,7 @@ inline TextExperimentData load_text_experiment_data(const std::filesystem::path&
   data.train_path = detail::find_split(data_dir, {"train"});
   data.validation_path = detail::find_split(data_dir, {"validation", "dev"});
   try {
-    const std::string train_text = detail::read_split_text(data.train_path);
+    const std::string train_text = coulomb::read_text_file_auto(data.train_path.string());
     data.columns_name = detail::layout_of(task, train_text);
     data.columns = detail::columns_of(data.columns_name);
     coulomb::TextReadOptions read_options;
@@ -289,7 +281,7 @@ inline TextExperimentData load_text_experiment_data(const std::filesystem::path&
     data.train = coulomb::parse_text_dataset(train_text, data.train_path.string(), data.columns,
                                              read_options);
     data.validation =
-        coulomb::parse_text_dataset(detail::read_split_text(data.validation_path),
+        coulomb::parse_text_dataset(coulomb::read_text_file_auto(data.validation_path.string()),
                                     data.validation_path.string(), data.columns, read_options);
   } catch (const TextExperimentError&) {
     throw;
