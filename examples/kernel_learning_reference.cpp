@@ -11,20 +11,23 @@
 //   importance     Sinha & Duchi: a pool of Nw = 2·10⁴ such features, χ²-constrained weights on
 //                  the uncentred alignment with ρ = 0.005·Nw, the support {q_m > 0} with its own
 //                  phases as the model (this fixes D for the other methods);
-//   learned        TiltedLangevin with its defaults on the uncentred alignment plus Riesz
-//                  repulsion (s = d − 2, λ = 0.01 times the gradient balance at the start),
-//                  frequencies and phases learned, started from the plain draw (so the two are
-//                  paired), minibatches of 1000, stopped by the energy plateau (EnergyPlateau) or
-//                  after --iterations steps;
+//   learned        TiltedLangevin with its defaults (β = 16, h = 0.05, full batch) on the
+//                  uncentred alignment, frequencies and phases learned, started from the plain
+//                  draw (so the two are paired), stopped by the energy plateau (EnergyPlateau)
+//                  or after --iterations steps. Without repulsion: on the development splits
+//                  (--tune-betas) the Riesz term never helped;
 //   no_noise       learned without the Brownian term and the entropy drift (ablation);
-//   no_repulsion   learned with λ = 0 (ablation).
+//   repulsion      learned plus the Coulomb repulsion (Riesz s = d − 2 on the frequencies,
+//                  λ = 0.01 times the gradient balance at the start): the paper's full
+//                  Hamiltonian, the repulsion ablation read the other way round.
 // No setting is tuned here: the learner's defaults were chosen on development splits of training
 // data (docs/particles.md). Settings: the published one (clean labels), 10 % and 20 % of the
 // training labels flipped (the paper's "moderate noise"), and one chosen before its results were
 // seen: d = 20 with the same rule y = sign(‖x‖² > d).
 //
-// Writes <out>/runs.csv (every run) and <out>/summary.md (mean ± sd per method and setting, the
-// published numbers beside ours, paired differences with 95 % t-intervals, times).
+// Writes <out>/runs.csv (every run), <out>/summary.md (mean ± sd per method and setting, the
+// published numbers beside ours, paired differences with 95 % t-intervals, times),
+// <out>/errors.csv and, with gnuplot, <out>/errors.png.
 //
 //   kernel_learning_reference [--out DIR] [--seeds S] [--threads T] [--quick]
 //                             [--settings clean,flip10,flip20,d20] [--iterations N]
@@ -35,7 +38,6 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iomanip>
 #include <iostream>
@@ -50,6 +52,8 @@
 #include <coulomb/train/progress.hpp>
 
 #include "common/cli.hpp"
+#include "common/figure.hpp"
+#include "common/output.hpp"
 #include "common/paper_stats.hpp"
 
 namespace {
@@ -71,15 +75,17 @@ struct Setting {
 const std::vector<Setting> all_settings{
     {"clean", 10, 0.0}, {"flip10", 10, 0.1}, {"flip20", 10, 0.2}, {"d20", 20, 0.0}};
 
-const std::vector<std::string> methods{"plain", "importance", "learned", "no_noise",
-                                       "no_repulsion"};
+const std::vector<std::string> methods{"plain", "importance", "learned", "no_noise", "repulsion"};
 
 struct Config {
   Index n_train = 10000;
   Index n_test = 1000;
   Index pool = 20000;
-  Index iterations = 2000;
-  Index batch = 1000;
+  Index iterations = 1000;
+  Index batch = 0;  ///< 0: full batch (the learner's default)
+  double step = coulomb::TiltedLangevinOptions{}.step;
+  double lambda_rel = 0.0;      ///< the learner's repulsion (0: none, chosen on development data)
+  double repulsion_rel = 0.01;  ///< the "repulsion" variant's
   int seeds = 5;
   int threads = 2;
   std::vector<Setting> settings = all_settings;
@@ -136,23 +142,24 @@ double evaluate(const Map& map, const Data& train, const Data& test,
   return fit_seconds;
 }
 
-/// Phase A with the learner's defaults from the draw `initial`; `noise` and `repulsion` give the
-/// ablations.
-Map learn(const Map& initial, const Data& train, const Config& cfg, bool noise, bool repulsion,
-          std::uint64_t seed, Run& run, double beta = coulomb::TiltedLangevinOptions{}.beta,
-          double lambda_rel = 0.01) {
+/// Phase A from the draw `initial`: TiltedLangevin with relative temperature `beta` on the
+/// uncentred alignment + λ·Riesz, λ = lambda_rel times the gradient balance at the start;
+/// `noise` = false is the "no noise" ablation.
+Map learn(const Map& initial, const Data& train, const Config& cfg, bool noise, double lambda_rel,
+          std::uint64_t seed, Run& run, double beta = coulomb::TiltedLangevinOptions{}.beta) {
   const Index d = train.X.cols();
   coulomb::AlignmentEnergy<Map> alignment(initial, train.X, coulomb::binary_targets<Real>(train.y),
                                           {.centre = false, .learn_phases = true});
   const coulomb::RieszOptions riesz{
       .s = static_cast<double>(d - 2), .softening = 0.05, .columns = d};
   const MatR theta0 = coulomb::phased_particles(initial);
-  const double lambda = repulsion && lambda_rel > 0 ? coulomb::balanced_repulsion_weight(
-                                                          alignment, riesz, theta0, lambda_rel)
-                                                    : 0.0;
+  const double lambda =
+      lambda_rel > 0 ? coulomb::balanced_repulsion_weight(alignment, riesz, theta0, lambda_rel)
+                     : 0.0;
   coulomb::Hamiltonian<coulomb::AlignmentEnergy<Map>> hamiltonian(alignment, lambda, riesz);
   coulomb::TiltedLangevin langevin({.max_iterations = cfg.iterations,
                                     .beta = beta,
+                                    .step = cfg.step,
                                     .base_scale = 1.0,
                                     .phase_columns = 1,
                                     .batch_size = cfg.batch,
@@ -215,13 +222,15 @@ std::vector<Run> run_job(const Config& cfg, const Setting& setting, int seed) {
 
   const struct {
     const char* name;
-    bool noise, repulsion;
-  } variants[3] = {
-      {"learned", true, true}, {"no_noise", false, true}, {"no_repulsion", true, false}};
+    bool noise;
+    double lambda_rel;
+  } variants[3] = {{"learned", true, cfg.lambda_rel},
+                   {"no_noise", false, cfg.lambda_rel},
+                   {"repulsion", true, cfg.repulsion_rel}};
   for (const auto& v : variants) {
     Run r = make_run(v.name);
     t0 = std::chrono::steady_clock::now();
-    const Map learned = learn(plain, train, cfg, v.noise, v.repulsion, base * 31 + 5, r);
+    const Map learned = learn(plain, train, cfg, v.noise, v.lambda_rel, base * 31 + 5, r);
     const double learn_seconds = seconds_since(t0);
     r.seconds = plain_draw + learn_seconds + evaluate(learned, train, test, folds, r);
     runs.push_back(r);
@@ -238,7 +247,7 @@ std::vector<std::string> tune(const Config& cfg, const std::vector<double>& beta
   struct Cell {
     std::string setting;
     double beta, lambda;
-    std::vector<double> errors;
+    std::vector<double> errors, steps, seconds;
   };
   std::vector<Cell> cells;
   std::mutex lock;
@@ -247,7 +256,7 @@ std::vector<std::string> tune(const Config& cfg, const std::vector<double>& beta
     for (int seed = 0; seed < seeds; ++seed) jobs.push_back({s, 100 + seed});
   for (const Setting& s : cfg.settings)
     for (double b : betas)
-      for (double l : lambdas) cells.push_back({s.name, b, l, {}});
+      for (double l : lambdas) cells.push_back({s.name, b, l, {}, {}, {}});
   std::atomic<std::size_t> next{0};
   auto worker = [&] {
     for (std::size_t j = next++; j < jobs.size(); j = next++) {
@@ -268,27 +277,35 @@ std::vector<std::string> tune(const Config& cfg, const std::vector<double>& beta
       for (Cell& c : cells) {
         if (c.setting != setting.name) continue;
         Run r;
-        const Map learned =
-            learn(initial, fit, cfg, true, c.lambda > 0, 977 + seed, r, c.beta, c.lambda);
+        const auto t0 = std::chrono::steady_clock::now();
+        const Map learned = learn(initial, fit, cfg, true, c.lambda, 977 + seed, r, c.beta);
+        const double learn_seconds = seconds_since(t0);
         coulomb::ReferenceRidgeClassifier reference(0.05);
         reference.fit(learned.map(fit.X), fit.y);
         const double error = 1.0 - reference.accuracy(learned.map(val.X), val.y);
         const std::lock_guard<std::mutex> guard(lock);
         c.errors.push_back(error);
+        c.steps.push_back(static_cast<double>(r.iterations));
+        c.seconds.push_back(learn_seconds);
       }
     }
   };
   std::vector<std::thread> pool;
   for (int t = 0; t < cfg.threads; ++t) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
-  std::vector<std::string> lines{"| setting | β | λ_rel | validation error (mean over seeds) |",
-                                 "|---|---:|---:|---:|"};
+  std::vector<std::string> lines{
+      "| setting | β | λ_rel | validation error (mean over seeds) | steps | seconds |",
+      "|---|---:|---:|---:|---:|---:|"};
+  auto mean = [](const std::vector<double>& v) {
+    double m = 0;
+    for (double e : v) m += e / static_cast<double>(v.size());
+    return m;
+  };
   for (const Cell& c : cells) {
-    double mean = 0;
-    for (double e : c.errors) mean += e / static_cast<double>(c.errors.size());
     std::ostringstream os;
     os << "| " << c.setting << " | " << c.beta << " | " << c.lambda << " | " << std::fixed
-       << std::setprecision(4) << mean << " |";
+       << std::setprecision(4) << mean(c.errors) << " | " << std::setprecision(0) << mean(c.steps)
+       << " | " << std::setprecision(2) << mean(c.seconds) << " |";
     lines.push_back(os.str());
   }
   return lines;
@@ -301,13 +318,14 @@ std::string fmt(double v, int digits = 3) {
 }
 
 void write_csv(const std::filesystem::path& path, const std::vector<Run>& runs) {
-  std::ofstream f(path);
+  std::ostringstream f;
   f << "setting,seed,method,features,test_error_reference,test_error_ridge_cv,seconds,"
        "iterations,converged\n";
   for (const Run& r : runs)
     f << r.setting << ',' << r.seed << ',' << r.method << ',' << r.features << ','
       << std::setprecision(6) << r.error_reference << ',' << r.error_ridge_cv << ',' << r.seconds
       << ',' << r.iterations << ',' << (r.converged ? 1 : 0) << '\n';
+  coulomb_examples::write_output("--out", path.string(), f.str());
 }
 
 void write_summary(const Config& cfg, const std::vector<Run>& runs, double wall,
@@ -325,7 +343,7 @@ void write_summary(const Config& cfg, const std::vector<Run>& runs, double wall,
   auto ridge_error = [](const Run& r) { return r.error_ridge_cv; };
   auto seconds = [](const Run& r) { return r.seconds; };
 
-  std::ofstream md(cfg.out / "summary.md");
+  std::ostringstream md;
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
@@ -357,11 +375,11 @@ void write_summary(const Config& cfg, const std::vector<Run>& runs, double wall,
     }
     md << "\n### Paired differences (method − learned; positive: learned is better), 95 % "
           "t-interval over seeds\n\n| setting | vs plain | vs importance | vs no_noise | vs "
-          "no_repulsion |\n|---|---|---|---|---|\n";
+          "repulsion |\n|---|---|---|---|---|\n";
     for (const Setting& s : cfg.settings) {
       md << "| " << s.name << " |";
       const std::vector<double> learned = values(s.name, "learned", field);
-      for (const std::string m : {"plain", "importance", "no_noise", "no_repulsion"}) {
+      for (const std::string m : {"plain", "importance", "no_noise", "repulsion"}) {
         const ps::PairedDifference p = ps::paired_difference(learned, values(s.name, m, field));
         md << " " << (p.mean >= 0 ? "+" : "") << fmt(p.mean) << " [" << fmt(p.lo) << ", "
            << fmt(p.hi) << "] |";
@@ -388,6 +406,60 @@ void write_summary(const Config& cfg, const std::vector<Run>& runs, double wall,
     md << " " << fmt(ps::summarize(steps).mean, 0) << " (" << fmt(stopped, 0) << "/" << conv.size()
        << ") |\n";
   }
+  coulomb_examples::write_output("--out", (cfg.out / "summary.md").string(), md.str());
+}
+
+/// errors.csv (mean and sd of the test error per setting and method, both classifiers) and
+/// errors.png: the reference classifier's error per method and setting, with the published
+/// numbers of the clean setting.
+void write_figure(const Config& cfg, const std::vector<Run>& runs,
+                  coulomb_examples::Figures& figures) {
+  namespace ps = coulomb_examples::paper;
+  std::ostringstream csv;
+  csv << "setting,setting_index,method,features,error_reference_mean,error_reference_sd,"
+         "error_ridge_cv_mean,error_ridge_cv_sd\n";
+  for (std::size_t si = 0; si < cfg.settings.size(); ++si)
+    for (const std::string& m : methods) {
+      const Setting& s = cfg.settings[si];
+      std::vector<double> ref, cv, features;
+      for (const Run& r : runs)
+        if (r.setting == s.name && r.method == m) {
+          ref.push_back(r.error_reference);
+          cv.push_back(r.error_ridge_cv);
+          features.push_back(static_cast<double>(r.features));
+        }
+      const ps::Summary a = ps::summarize(ref), b = ps::summarize(cv);
+      csv << s.name << ',' << si << ',' << m << ',' << ps::summarize(features).mean << ',' << a.mean
+          << ',' << a.sd << ',' << b.mean << ',' << b.sd << '\n';
+    }
+  const auto path = cfg.out / "errors.csv";
+  coulomb_examples::write_output("--out", path.string(), csv.str());
+  std::ostringstream g;
+  const std::size_t nm = methods.size();
+  g << figures.terminal(1000, 560) << "set output ARG1\n"
+    << "set datafile separator ','\n"
+    << "set title \"Sinha & Duchi's example: test error of their ridge classifier\\n(mean ± sd "
+       "over "
+    << cfg.seeds
+    << " seeds; crosses: the published single run, plain 0.355 and optimized 0.143)\" "
+       "noenhanced\n"
+    << "set ylabel 'test error'\nset grid ytics\nset key top left noenhanced\nset yrange [0:*]\n"
+    << "set xrange [-0.6:" << static_cast<double>(cfg.settings.size()) - 0.4 << "]\nset xtics (";
+  for (std::size_t i = 0; i < cfg.settings.size(); ++i)
+    g << (i ? ", " : "") << "'" << cfg.settings[i].name << "' " << i;
+  g << ")\nplot ";
+  static const char* colours[] = {"#444444", "#1b9e77", "#1f78b4", "#b15928", "#d95f02"};
+  for (std::size_t m = 0; m < nm; ++m) {
+    const double offset = 0.14 * (static_cast<double>(m) - 2.0);
+    // Column 3 names the method: the other rows give no point.
+    g << "ARG2 using ($2+" << offset << "):(strcol(3) eq '" << methods[m]
+      << "' ? $5 : NaN):6 with yerrorbars pt 7 ps 1.2 lw 2 lc rgb '" << colours[m % 5]
+      << "' title '" << methods[m] << "', ";
+  }
+  g << "'+' using (0):(0.355) every ::0::0 with points pt 2 ps 2 lw 2 lc rgb 'black' title "
+       "'published', '+' using (0):(0.143) every ::0::0 with points pt 2 ps 2 lw 2 lc rgb "
+       "'black' notitle\n";
+  figures.draw(cfg.out / "errors.png", g.str(), {path.string()});
 }
 
 }  // namespace
@@ -400,7 +472,8 @@ int main(int argc, char** argv) try {
       "y = sign(|x|^2 > 10), 10^4 training and 10^3 test points; plain random features, their "
       "importance sampling (pool 2*10^4, rho = 0.005*pool, the support as the model) and "
       "coulomb's learned particles (TiltedLangevin, its defaults) with the two ablations (no "
-      "noise, no repulsion), each handed to the paper's ridge classifier and to coulomb's "
+      "noise, with the Coulomb repulsion), each handed to the paper's ridge classifier and to "
+      "coulomb's "
       "RidgeClassifier. Settings: clean labels, 10% and 20% of the training labels flipped, and "
       "d = 20. Writes DIR/runs.csv and DIR/summary.md (the published numbers beside ours, "
       "paired differences with 95% t-intervals, times).");
@@ -422,6 +495,19 @@ int main(int argc, char** argv) try {
   cli.app()
       .add_option("--iterations", cfg.iterations, "Largest number of Langevin steps per run")
       ->check(coulomb_examples::integer_in(1, 1000000))
+      ->capture_default_str();
+  cli.app()
+      .add_option("--batch", cfg.batch, "Minibatch size of the Langevin steps (0: full batch)")
+      ->check(coulomb_examples::integer_in(0, 10000000))
+      ->capture_default_str();
+  cli.app()
+      .add_option("--lambda", cfg.lambda_rel,
+                  "Repulsion of the learned method, relative to the gradient balance at the start")
+      ->check(coulomb_examples::non_negative_number())
+      ->capture_default_str();
+  cli.app()
+      .add_option("--step", cfg.step, "Step h of the learner, in units of the base measure")
+      ->check(coulomb_examples::positive_number())
       ->capture_default_str();
   cli.app()
       .add_option("--n-train", cfg.n_train, "Training points")
@@ -448,6 +534,8 @@ int main(int argc, char** argv) try {
       ->capture_default_str();
   cli.add_progress();
   cli.add_quiet();
+  std::string figures_mode = "auto";
+  cli.add_figures(figures_mode);
   if (const auto status = cli.parse(argc, argv)) return *status;
   if (quick) {
     if (cli.app().count("--seeds") == 0) cfg.seeds = 1;
@@ -457,23 +545,32 @@ int main(int argc, char** argv) try {
     if (cli.app().count("--iterations") == 0) cfg.iterations = 100;
     cfg.n_test = 500;
   }
-  cfg.batch = std::min(cfg.batch, cfg.n_train);
+
   if (!setting_names.empty()) {
     cfg.settings.clear();
     for (const Setting& s : all_settings)
       if (std::find(setting_names.begin(), setting_names.end(), s.name) != setting_names.end())
         cfg.settings.push_back(s);
   }
-  std::filesystem::create_directories(cfg.out);
+  coulomb_examples::OutputPlan plan;
+  plan.directory("--out", cfg.out);
+  for (const char* name : tune_betas.empty()
+                              ? std::vector<const char*>{"runs.csv", "summary.md", "errors.csv",
+                                                         "errors.gp", "errors.png"}
+                              : std::vector<const char*>{"tune.md"})
+    plan.output("--out", cfg.out / name);
+  if (const auto status = cli.check_paths(plan)) return *status;
+  coulomb_examples::Figures figures(figures_mode);
   if (!tune_betas.empty()) {
     const std::vector<std::string> lines = tune(cfg, tune_betas, tune_lambdas, cfg.seeds);
-    std::ofstream md(cfg.out / "tune.md");
+    std::ostringstream md;
     md << "Generated by `" << cli.command_line() << "`\n\n";
     for (const std::string& l : lines) {
       std::cout << l << "\n";
       md << l << "\n";
     }
-    return 0;
+    coulomb_examples::write_output("--out", (cfg.out / "tune.md").string(), md.str());
+    return cli.finish(0);
   }
 
   struct Job {
@@ -516,7 +613,8 @@ int main(int argc, char** argv) try {
   write_summary(cfg, runs, wall, cli.command_line());
   std::cout << "wrote " << (cfg.out / "runs.csv").string() << " and "
             << (cfg.out / "summary.md").string() << " (" << fmt(wall, 1) << " s)\n";
-  return 0;
+  write_figure(cfg, runs, figures);
+  return cli.finish(figures.failed() ? 1 : 0);
 } catch (const std::exception& e) {
   std::cerr << "kernel_learning_reference: " << e.what() << "\n";
   return 1;

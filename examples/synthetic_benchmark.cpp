@@ -16,12 +16,15 @@
 //   importance  Sinha & Duchi (2016): a pool of 2048 frequencies from the same Gaussian,
 //               χ²-constrained weights maximizing the alignment, N frequencies sampled from
 //               them; ρ chosen on a validation split of the training data;
-//   learned     Phase A: projected Langevin dynamics on H_N = alignment + λ·Riesz (Coulomb
-//               exponent s = d − 2, log energy in 2-D), started from the fixed-RFF draw (the
-//               same Ω, so the two are paired); λ, β and the step size chosen on a validation
-//               split of the training data;
-//   no_repulsion   the learned method with λ = 0 (ablation);
-//   no_noise       the learned method with β = ∞ (ablation).
+//   learned     Phase A: TiltedLangevin (particles/tilted_langevin.hpp) with its defaults on
+//               H_N = uncentred alignment + λ·Riesz (Coulomb exponent s = d − 2, log energy in
+//               2-D), base measure N(0, σ⁻² I), started from the fixed-RFF draw (the same Ω, so
+//               the two are paired), stopped at the energy plateau; one configuration for every
+//               task (--betas, --steps, --lambdas with several values choose on a validation
+//               split of the training data instead);
+//   repulsion      the learned method with the Coulomb repulsion on, λ_rel = 0.01 (the default
+//                  learner has none: it never helped on the development splits);
+//   no_noise       the learned method without noise and entropy (ablation).
 // No hyperparameter ever sees the test set.
 //
 // Writes <out>/runs.csv (every run), <out>/summary.md (mean ± sd tables, paired comparisons,
@@ -176,10 +179,9 @@ Data subset(const Data& d, const std::vector<Index>& rows) {
 // Methods
 // ---------------------------------------------------------------------------------------------
 
-const std::vector<std::string> method_names{"fixed_rff", "importance", "learned", "no_repulsion",
+const std::vector<std::string> method_names{"fixed_rff", "importance", "learned", "repulsion",
                                             "no_noise"};
-const std::vector<std::string> baseline_names{"fixed_rff", "importance", "no_repulsion",
-                                              "no_noise"};
+const std::vector<std::string> baseline_names{"fixed_rff", "importance", "repulsion", "no_noise"};
 const std::vector<double> ridge_alphas{1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0};
 
 struct Score {
@@ -197,17 +199,17 @@ Score classify(const MatR& omega, const Data& train, const Data& test,
   return {ridge.accuracy(coulomb::fourier_features(omega, test.X), test.y), ridge.alpha()};
 }
 
-/// Hyperparameters of Phase A.
+/// Hyperparameters of Phase A, in TiltedLangevin's scale-free units (docs/particles.md).
 struct PhaseA {
-  double lambda = 0.0;  ///< λ (absolute)
-  double beta = std::numeric_limits<double>::infinity();
-  double step = 1.0;  ///< η₀ = step / (largest eigenvalue of the inputs' second moment)
+  double lambda_rel = 0.0;  ///< λ relative to the gradient balance at the start
+  double beta = coulomb::TiltedLangevinOptions{}.beta;  ///< relative inverse temperature
+  double step = coulomb::TiltedLangevinOptions{}.step;  ///< h, in units of the base measure
+  bool noise = true;                                    ///< false: the "no noise" ablation
 };
 
 struct PhaseASettings {
-  Index iterations = 600;
-  Index batch = 256;
-  double radius_factor = 3.0;  ///< ball radius R = factor · √d / σ
+  Index iterations = 1000;  ///< largest number of steps (EnergyPlateau stops earlier)
+  Index batch = 0;          ///< 0: full batch (the learner's default)
 };
 
 /// The Riesz options of the experiment: Coulomb exponent s = d − 2 (log energy for d = 2),
@@ -216,42 +218,38 @@ coulomb::RieszOptions riesz_options(Index d, double sigma) {
   return {.s = static_cast<double>(d - 2), .softening = 0.05 / sigma};
 }
 
-double input_scale(const MatR& X) {
-  const Mat second =
-      X.cast<double>().transpose() * X.cast<double>() / static_cast<double>(X.rows());
-  return Eigen::SelfAdjointEigenSolver<Mat>(second, Eigen::EigenvaluesOnly)
-      .eigenvalues()
-      .maxCoeff();
+/// λ = λ_rel times the gradient balance of alignment and repulsion at Ω₀ (full batch).
+double absolute_lambda(const Data& data, const MatR& omega0, double sigma, double lambda_rel) {
+  if (lambda_rel <= 0) return 0.0;
+  coulomb::AlignmentEnergy<Map> alignment(Map(omega0, VecR()), data.X,
+                                          coulomb::binary_targets<Real>(data.y), {.centre = false});
+  return coulomb::balanced_repulsion_weight(alignment, riesz_options(data.X.cols(), sigma), omega0,
+                                            lambda_rel);
 }
 
-/// Runs Phase A from Ω₀ on (X, y); returns the learned particles.
+/// Runs Phase A (TiltedLangevin on the uncentred alignment + λ·Riesz, base draw N(0, σ⁻²I),
+/// stopped by the energy plateau) from Ω₀ on (X, y); returns the learned particles.
 template <typename... Callbacks>
 MatR run_phase_a(const Data& data, const MatR& omega0, double sigma, const PhaseA& p,
                  const PhaseASettings& s, std::uint64_t seed, Callbacks&&... callbacks) {
   coulomb::AlignmentEnergy<Map> alignment(Map(omega0, VecR()), data.X,
-                                          coulomb::binary_targets<Real>(data.y));
-  coulomb::Hamiltonian<coulomb::AlignmentEnergy<Map>> hamiltonian(
-      alignment, p.lambda, riesz_options(data.X.cols(), sigma));
-  const double eta = p.step / input_scale(data.X);
-  const double radius = s.radius_factor * std::sqrt(static_cast<double>(data.X.cols())) / sigma;
-  coulomb::ProjectedLangevin<coulomb::BallProjection, coulomb::CosineStep> langevin(
-      {.max_iterations = s.iterations, .beta = p.beta, .batch_size = s.batch, .seed = seed},
-      {.radius = radius}, {.step_size = eta, .final_step_size = 0.0, .horizon = s.iterations});
+                                          coulomb::binary_targets<Real>(data.y), {.centre = false});
+  const coulomb::RieszOptions riesz = riesz_options(data.X.cols(), sigma);
+  const double lambda =
+      p.lambda_rel > 0 ? coulomb::balanced_repulsion_weight(alignment, riesz, omega0, p.lambda_rel)
+                       : 0.0;
+  coulomb::Hamiltonian<coulomb::AlignmentEnergy<Map>> hamiltonian(alignment, lambda, riesz);
+  coulomb::TiltedLangevin langevin({.max_iterations = s.iterations,
+                                    .beta = p.beta,
+                                    .step = p.step,
+                                    .base_scale = 1.0 / sigma,
+                                    .batch_size = s.batch,
+                                    .seed = seed,
+                                    .noise = p.noise});
+  coulomb::EnergyPlateau plateau;
   MatR omega = omega0;
-  langevin.optimize(hamiltonian, omega, callbacks...);
+  langevin.optimize(hamiltonian, omega, plateau, callbacks...);
   return omega;
-}
-
-/// λ on the scale of the problem: the ratio of the alignment's to the repulsion's gradient
-/// norms at Ω₀ (full batch), so that λ_rel = 1 makes both forces equally strong at the start.
-double lambda_scale(const Data& data, const MatR& omega0, double sigma) {
-  coulomb::AlignmentEnergy<Map> alignment(Map(omega0, VecR()), data.X,
-                                          coulomb::binary_targets<Real>(data.y));
-  MatR g_align, g_riesz;
-  alignment.evaluate_with_gradient(omega0, g_align);
-  coulomb::RieszEnergy<Real>(riesz_options(data.X.cols(), sigma))
-      .evaluate_with_gradient(omega0, g_riesz);
-  return static_cast<double>(g_align.norm()) / std::max(static_cast<double>(g_riesz.norm()), 1e-30);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -282,9 +280,12 @@ struct Config {
   Index pool = 2048;
   Index tuning_budget = 64;
   PhaseASettings phase_a;
-  std::vector<double> lambda_rel{0.1, 1.0};
-  std::vector<double> betas{30.0, 100.0, 300.0};
-  std::vector<double> steps{2.0, 6.0};
+  // One value each: the learner's defaults, no tuning. Several values: chosen on the
+  // validation split of the training data at the tuning budget (the development study).
+  std::vector<double> lambda_rel{0.0};
+  double repulsion_rel = 0.01;  ///< λ_rel of the "repulsion" variant
+  std::vector<double> betas{coulomb::TiltedLangevinOptions{}.beta};
+  std::vector<double> steps{coulomb::TiltedLangevinOptions{}.step};
   std::vector<double> rhos{0.5, 4.0, 32.0};
   std::filesystem::path out = "synthetic_benchmark_out";
 };
@@ -341,12 +342,17 @@ std::vector<Run> run_job(const Config& cfg, Task task, double noise, int seed) {
     MatR omega0(cfg.tuning_budget, d);
     coulomb::fill_standard_normal(omega0, tune_rng);
     omega0 /= static_cast<Real>(sel.bandwidth);
-    const double scale = lambda_scale(fit, omega0, sel.bandwidth);
     double best = -1.0;
+    const bool grid = cfg.lambda_rel.size() * cfg.betas.size() * cfg.steps.size() > 1;
     for (double lr : cfg.lambda_rel)
       for (double beta : cfg.betas)
         for (double step : cfg.steps) {
-          const PhaseA p{lr * scale, beta, step};
+          const PhaseA p{lr, beta, step};
+          if (!grid) {  // one configuration: nothing to choose
+            best_phase = p;
+            best_lambda_rel = lr;
+            continue;
+          }
           const MatR omega = run_phase_a(fit, omega0, sel.bandwidth, p, cfg.phase_a, job_seed + 17);
           const double acc = classify(omega, fit, val, fit_folds).accuracy;
           if (acc > best) {
@@ -400,17 +406,16 @@ std::vector<Run> run_job(const Config& cfg, Task task, double noise, int seed) {
                       h.str(), seconds_since(t0)});
     }
 
-    const double lambda = best_lambda_rel * lambda_scale(train, omega0, sigma);
-    const PhaseA variants[3] = {{lambda, best_phase.beta, best_phase.step},
-                                {0.0, best_phase.beta, best_phase.step},
-                                {lambda, std::numeric_limits<double>::infinity(), best_phase.step}};
+    const PhaseA variants[3] = {{best_lambda_rel, best_phase.beta, best_phase.step, true},
+                                {cfg.repulsion_rel, best_phase.beta, best_phase.step, true},
+                                {best_lambda_rel, best_phase.beta, best_phase.step, false}};
     for (int v = 0; v < 3; ++v) {
       t0 = now();
       const MatR omega =
           run_phase_a(train, omega0, sigma, variants[v], cfg.phase_a, job_seed + 31 * budget);
       std::ostringstream h;
-      h << "lambda=" << variants[v].lambda << ";beta=" << variants[v].beta
-        << ";step=" << variants[v].step;
+      h << "lambda_rel=" << variants[v].lambda_rel << ";beta=" << variants[v].beta
+        << ";step=" << variants[v].step << ";noise=" << variants[v].noise;
       const Score score = classify(omega, train, test, folds);
       runs.push_back({task, noise, seed, method_names[static_cast<std::size_t>(2 + v)], budget,
                       score.accuracy, sigma, score.alpha, h.str(), seconds_since(t0)});
@@ -780,21 +785,24 @@ void figure_particles(coulomb_examples::Figures& figures, const Config& cfg) {
   MatR omega0(budget, 2);
   coulomb::fill_standard_normal(omega0, rng);
   omega0 /= static_cast<Real>(sel.bandwidth);
-  // Hyperparameters in the middle of the tuning grid: λ_rel = 1, β = 300, step 6; and the
-  // noiseless runs (β = ∞) with and without repulsion, where the collapse is plainest.
-  const double lambda = lambda_scale(train, omega0, sel.bandwidth);
-  const double inf = std::numeric_limits<double>::infinity();
+  // The learner's defaults (β = 16, h = 0.05) with a visible repulsion (λ_rel = 0.1), and the
+  // noiseless runs with and without repulsion, where the collapse is plainest.
+  const double lambda_rel = 0.1;
   coulomb::EnergyLog log_with, log_without;
   const MatR noisy =
-      run_phase_a(train, omega0, sel.bandwidth, {lambda, 300.0, 6.0}, cfg.phase_a, 5, log_with);
-  run_phase_a(train, omega0, sel.bandwidth, {0.0, 300.0, 6.0}, cfg.phase_a, 5, log_without);
-  const MatR with = run_phase_a(train, omega0, sel.bandwidth, {lambda, inf, 6.0}, cfg.phase_a, 5);
-  const MatR without = run_phase_a(train, omega0, sel.bandwidth, {0.0, inf, 6.0}, cfg.phase_a, 5);
+      run_phase_a(train, omega0, sel.bandwidth, {lambda_rel}, cfg.phase_a, 5, log_with);
+  run_phase_a(train, omega0, sel.bandwidth, {0.0}, cfg.phase_a, 5, log_without);
+  PhaseA cold{lambda_rel};
+  cold.noise = false;
+  const MatR with = run_phase_a(train, omega0, sel.bandwidth, cold, cfg.phase_a, 5);
+  cold.lambda_rel = 0.0;
+  const MatR without = run_phase_a(train, omega0, sel.bandwidth, cold, cfg.phase_a, 5);
+  const double lambda = absolute_lambda(train, omega0, sel.bandwidth, lambda_rel);
   const std::vector<std::pair<const MatR*, std::string>> panels{
       {&omega0, "initial draw N(0, σ^{-2}I), σ = " + fmt(sel.bandwidth, 2)},
-      {&noisy, "after Phase A, λ = " + fmt(lambda, 4) + ", β = 300"},
-      {&with, "after Phase A, λ = " + fmt(lambda, 4) + ", β = ∞"},
-      {&without, "after Phase A, λ = 0 (no repulsion), β = ∞"}};
+      {&noisy, "after Phase A, λ_{rel} = " + fmt(lambda_rel, 2) + ", β = 16"},
+      {&with, "after Phase A, λ_{rel} = " + fmt(lambda_rel, 2) + ", no noise"},
+      {&without, "after Phase A, λ = 0 (no repulsion), no noise"}};
 
   const auto dat = cfg.out / "particles_checkerboard.dat";
   std::ostringstream f;
@@ -808,7 +816,7 @@ void figure_particles(coulomb_examples::Figures& figures, const Config& cfg) {
   std::ostringstream g;
   g << figures.terminal(1100, 1100) << "set output ARG1\n"
     << "set multiplot layout 2,2 title 'Checkerboard, N = " << budget
-    << " particles (frequencies ω ∈ R^2), label noise 0.1, " << cfg.phase_a.iterations
+    << " particles (frequencies ω ∈ R^2), label noise 0.1, at most " << cfg.phase_a.iterations
     << " Langevin steps; red circles: the peaks (±π, ±π) of the label spectrum'\n"
     << "set size ratio -1\nset xrange [" << -r << ":" << r << "]\nset yrange [" << -r << ":" << r
     << "]\nset xlabel 'ω_1'\nset ylabel 'ω_2'\nset grid\nunset key\n"
@@ -827,16 +835,27 @@ void figure_particles(coulomb_examples::Figures& figures, const Config& cfg) {
   const auto edat = cfg.out / "energy_checkerboard.dat";
   std::ostringstream e;
   e << "# iteration alignment repulsion lambda*repulsion total alignment(lambda=0)\n";
-  for (std::size_t t = 0; t < log_with.energy.size(); ++t)
-    e << log_with.iteration[t] + 1 << " " << log_with.alignment[t] << " " << log_with.repulsion[t]
-      << " " << lambda * log_with.repulsion[t] << " " << log_with.energy[t] << " "
-      << log_without.alignment[t] << "\n";
+  // Both runs stop at their own energy plateau: the lines end where each stopped ("-": missing).
+  for (std::size_t t = 0; t < std::max(log_with.energy.size(), log_without.energy.size()); ++t) {
+    e << t + 1;
+    if (t < log_with.energy.size())
+      e << " " << log_with.alignment[t] << " " << log_with.repulsion[t] << " "
+        << lambda * log_with.repulsion[t] << " " << log_with.energy[t];
+    else
+      e << " - - - -";
+    if (t < log_without.energy.size())
+      e << " " << log_without.alignment[t];
+    else
+      e << " -";
+    e << "\n";
+  }
   coulomb_examples::write_output("--out", edat.string(), e.str());
   std::ostringstream h;
   h << figures.terminal(900, 600) << "set output ARG1\n"
     << "set title 'Energy terms during Phase A (checkerboard, N = " << budget
-    << ", β = 300, λ = " << fmt(lambda, 4) << ", minibatch " << cfg.phase_a.batch
-    << ", cosine step schedule; minibatch estimates)'\n"
+    << ", TiltedLangevin β = 16, h = 0.05, λ = " << fmt(lambda, 4)
+    << ", full batch, stopped at the energy plateau)'\n"
+    << "set datafile missing '-'\n"
     << "set xlabel 'iteration'\nset ylabel 'energy'\nset grid\nset key top right\n"
     << "plot ARG2 using 1:2 with lines lw 2 title 'alignment E (λ > 0)', "
     << "'' using 1:4 with lines lw 2 title 'λ·W (repulsion)', "
@@ -852,7 +871,7 @@ int main(int argc, char** argv) try {
   coulomb_examples::CommandLine cli(
       "synthetic_benchmark",
       "The synthetic classification experiment of Badiei Khuzani et al. (2026), section 5: "
-      "learned particles (Phase A: projected Langevin dynamics on alignment + lambda * Riesz "
+      "learned particles (Phase A: TiltedLangevin on alignment + lambda * Riesz "
       "repulsion) against fixed random Fourier features and Sinha & Duchi's importance sampling, "
       "and the ablations without repulsion and without noise, with a ridge classifier on "
       "(1/sqrt(N))[cos Wx, sin Wx] for feature budgets N = 16 to 256. Four tasks (rings, "
@@ -885,25 +904,29 @@ int main(int argc, char** argv) try {
       ->check(coulomb_examples::integer_in(40, 1000000))
       ->capture_default_str();
   cli.app()
-      .add_option("--iterations", cfg.phase_a.iterations, "Langevin steps of every Phase A run")
+      .add_option("--iterations", cfg.phase_a.iterations,
+                  "Largest number of Langevin steps of a Phase A run (the energy plateau stops "
+                  "it earlier)")
       ->check(coulomb_examples::integer_in(1, 1000000))
       ->capture_default_str();
   cli.app()
-      .add_option("--betas", cfg.betas, "Inverse temperatures tried by the tuning (inf: no noise)")
+      .add_option("--betas", cfg.betas,
+                  "Relative inverse temperatures of TiltedLangevin (several: chosen on a "
+                  "validation split of the training data)")
       ->delimiter(',')
-      ->check(coulomb_examples::positive_number(true))
+      ->check(coulomb_examples::positive_number())
       ->capture_default_str();
   cli.app()
       .add_option("--steps", cfg.steps,
-                  "Step sizes tried by the tuning, in units of 1/(largest eigenvalue of the "
-                  "inputs' second moment)")
+                  "Steps h of TiltedLangevin, in units of the base measure (several: chosen on a "
+                  "validation split of the training data)")
       ->delimiter(',')
       ->check(coulomb_examples::positive_number())
       ->capture_default_str();
   cli.app()
       .add_option("--lambdas", cfg.lambda_rel,
-                  "Repulsion strengths tried by the tuning, relative to the gradient balance at "
-                  "the start")
+                  "Repulsion strengths relative to the gradient balance at the start (several: "
+                  "chosen on a validation split of the training data)")
       ->delimiter(',')
       ->check(coulomb_examples::non_negative_number())
       ->capture_default_str();

@@ -105,7 +105,7 @@ struct EarlyStopping {
 /// from the step-to-step fluctuation (minibatches, Langevin noise). After `patience` flat
 /// windows in a row the run has converged; it stops there when `stop` is true.
 struct EnergyPlateau {
-  Index window = 50;        ///< steps per window (≥ 2)
+  Index window = 25;        ///< steps per window (≥ 2)
   double tolerance = 0.01;  ///< relative change allowed, in units of the progress so far
   double z = 2.0;           ///< multiple of the standard error treated as noise
   Index patience = 2;       ///< consecutive flat windows needed

@@ -60,8 +60,12 @@ struct TiltedLangevinOptions {
   double base_scale = 1.0;  ///< σ_ω, the standard deviation of the base draw's frequencies
   Index phase_columns = 0;  ///< trailing columns of the particles that are phases
   Index batch_size = 0;     ///< minibatch size; 0 = full batch
-  std::uint64_t seed = 0;   ///< seeds the noise and the minibatch order
-  bool noise = true;        ///< false: no Brownian term and no entropy drift (ablation)
+  /// Steps that reuse one minibatch before the next is drawn (≥ 1). Above 1, the drift is the
+  /// exact gradient of one subsample's energy for that long: a slowly changing landscape instead
+  /// of an independent gradient error at every step, which β_eff N h would turn into a kick.
+  Index batch_period = 1;
+  std::uint64_t seed = 0;  ///< seeds the noise and the minibatch order
+  bool noise = true;       ///< false: no Brownian term and no entropy drift (ablation)
 };
 
 /// What TiltedLangevin::optimize measured: the energy scale s and the temperature it set.
@@ -85,6 +89,8 @@ class TiltedLangevin {
     detail::require(options.batch_size >= 0, where, "argument 'options.batch_size' must be >= 0");
     detail::require(options.phase_columns >= 0, where,
                     "argument 'options.phase_columns' must be >= 0");
+    detail::require(options.batch_period >= 1, where,
+                    "argument 'options.batch_period' must be >= 1");
     detail::require_positive(options.beta, where, "options.beta");
     detail::require_positive(options.step, where, "options.step");
     detail::require_positive(options.base_scale, where, "options.base_scale");
@@ -165,13 +171,13 @@ class TiltedLangevin {
       try {
         if constexpr (MinibatchObjective<Objective, Scalar>) {
           if (batch > 0) {
+            if (t % options_.batch_period == 0 && t > 0) cursor += batch;  // the next minibatch
             if (cursor + batch > samples) {
               objective.shuffle(batch_rng);
               cursor = 0;
             }
             energy = static_cast<double>(
                 objective.evaluate_with_gradient(particles, cursor, batch, gradient));
-            cursor += batch;
           } else {
             energy = static_cast<double>(objective.evaluate_with_gradient(particles, gradient));
           }
