@@ -9,8 +9,8 @@
 ///     `min_redraw_interval` seconds (10 per second by default) and always at the last step;
 ///   - lines: a plain line every `line_every_steps` steps and/or every `line_every_seconds`
 ///     seconds (whichever comes first), for logs and pipes;
-///   - automatic (the default): terminal when the stream is std::cout, std::cerr or std::clog and
-///     that file descriptor is a terminal (isatty, POSIX), lines otherwise;
+///   - automatic (the default): terminal when the stream is a standard stream on a terminal
+///     (core/terminal.hpp), lines otherwise;
 ///   - off: no progress lines (the JSON log, if any, is still written).
 ///
 /// A line reads, for example,
@@ -27,10 +27,8 @@
 ///     {"event":"update","label":"phase A","step":120,"total":600,"items":120,"elapsed_s":2.5,
 ///      "rate":48,"unit":"steps","eta_s":10,"values":{"energy":-0.1523,"eta":0.01}}
 ///
-/// (on one line). Strings are escaped as JSON requires (quotes, backslashes, control characters;
-/// invalid UTF-8 becomes U+FFFD); NaN and ±∞ are written as null, since JSON has no such numbers;
-/// unknown quantities (total, ETA, rate) are null. Each line is flushed when written, so a log
-/// cut short by a crash holds complete lines only (but possibly a partial last one).
+/// (on one line; strings and numbers as core/json.hpp writes them, unknown quantities as null).
+/// Each line is flushed when written, so a crash can cut only the last line short.
 ///
 /// Time comes from an injectable clock (seconds, non-decreasing), so tests can drive the
 /// reporter with a fake clock. The reporter is not thread-safe: callers that report from several
@@ -41,7 +39,6 @@
 #pragma once
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -49,7 +46,6 @@
 #include <functional>
 #include <initializer_list>
 #include <iomanip>
-#include <iostream>
 #include <limits>
 #include <locale>
 #include <memory>
@@ -60,14 +56,12 @@
 #include <utility>
 #include <vector>
 
-#if defined(__unix__) || defined(__APPLE__)
-#include <sys/ioctl.h>
-#include <unistd.h>
-#endif
-
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "../core/error.hpp"
+#include "../core/json.hpp"
+#include "../core/printable.hpp"
+#include "../core/terminal.hpp"
 
 namespace coulomb::train {
 
@@ -186,206 +180,11 @@ struct ProgressOptions {
 };
 
 namespace detail {
-
-/// Whether `out` is std::cout, std::cerr or std::clog writing to a terminal; its width in
-/// columns when it is one and the width can be found (else 0).
-inline bool stream_is_terminal(const std::ostream& out, Index* width = nullptr) {
-  if (width) *width = 0;
-#if defined(__unix__) || defined(__APPLE__)
-  int fd = -1;
-  if (&out == &std::cout)
-    fd = STDOUT_FILENO;
-  else if (&out == &std::cerr || &out == &std::clog)
-    fd = STDERR_FILENO;
-  if (fd < 0 || ::isatty(fd) == 0) return false;
-  winsize size{};
-  if (width && ::ioctl(fd, TIOCGWINSZ, &size) == 0) *width = static_cast<Index>(size.ws_col);
-  return true;
-#else
-  (void)out;
-  return false;
-#endif
-}
-
-/// Number of UTF-8 code points in `text` (the bytes that do not continue a sequence).
-inline Index display_width(std::string_view text) {
-  Index n = 0;
-  for (unsigned char c : text) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
-/// The longest prefix of `text` with at most `width` code points.
-inline std::string_view cut_to_width(std::string_view text, Index width) {
-  Index n = 0;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
-      if (n == width) return text.substr(0, i);
-      ++n;
-    }
-  }
-  return text;
-}
-
-/// Length of the valid UTF-8 sequence at the start of `s` (1 to 4), or 0 if it is invalid
-/// (overlong forms, surrogates and code points above U+10FFFF are invalid).
-inline std::size_t utf8_sequence_length(std::string_view s) {
-  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
-  const unsigned char c = byte(0);
-  if (c < 0x80) return 1;
-  std::size_t n = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (s.size() < n || byte(1) < lo || byte(1) > hi) return 0;
-  for (std::size_t i = 2; i < n; ++i)
-    if ((byte(i) & 0xC0) != 0x80) return 0;
-  return n;
-}
-
-/// Appends `text` as a JSON string (with the quotes): '"' and '\' escaped, control characters
-/// as `\n`, `\t`, … or `\u00XX`, invalid UTF-8 bytes replaced by `\ufffd`.
-inline void append_json_string(std::string& out, std::string_view text) {
-  static constexpr char hex[] = "0123456789abcdef";
-  out += '"';
-  for (std::size_t i = 0; i < text.size();) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x80) {
-      const std::size_t n = utf8_sequence_length(text.substr(i));
-      if (n == 0) {
-        out += "\\ufffd";
-        ++i;
-      } else {
-        out.append(text.substr(i, n));
-        i += n;
-      }
-      continue;
-    }
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += hex[c >> 4];
-          out += hex[c & 0xF];
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-    ++i;
-  }
-  out += '"';
-}
-
-/// Appends `value` as a JSON number (the shortest form that reads back exactly), or null when
-/// it is NaN or infinite.
-inline void append_json_number(std::string& out, double value) {
-  if (!std::isfinite(value)) {
-    out += "null";
-    return;
-  }
-  char buffer[32];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
-  out.append(buffer, result.ptr);
-}
-
-/// `text` with control characters written as escapes (`\n`, `\t`, `\x01`), so that a name can
-/// never break the one-line display.
-inline std::string printable(std::string_view text) {
-  std::string out;
-  for (char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c >= 0x20 && c != 0x7F) {
-      out += ch;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else {
-      static constexpr char hex[] = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 0xF];
-    }
-  }
-  return out;
-}
-
+using coulomb::detail::display_width;  ///< moved to core/printable.hpp
 }  // namespace detail
 
-/// A duration for people: "0.25s", "9.8s", "42s", "3m05s", "2h03m".
-inline std::string format_duration(double seconds) {
-  if (!std::isfinite(seconds)) return "?";
-  seconds = std::max(seconds, 0.0);
-  char buffer[48];
-  if (seconds < 10.0) {
-    std::snprintf(buffer, sizeof buffer, "%.*fs", seconds < 1.0 ? 2 : 1, seconds);
-  } else if (seconds < 60.0) {
-    std::snprintf(buffer, sizeof buffer, "%.0fs", std::floor(seconds));
-  } else if (seconds < 3600.0) {
-    const auto s = static_cast<long long>(seconds);
-    std::snprintf(buffer, sizeof buffer, "%lldm%02llds", s / 60, s % 60);
-  } else {
-    const auto m = static_cast<long long>(seconds / 60.0);
-    std::snprintf(buffer, sizeof buffer, "%lldh%02lldm", m / 60, m % 60);
-  }
-  return buffer;
-}
-
-/// A rate for people, three significant digits with k/M/G above 10⁴: "0.125", "48.8", "1234",
-/// "12.3k", "4.56M".
-inline std::string format_rate(double rate) {
-  if (!std::isfinite(rate)) return "?";
-  const char* suffix = "";
-  if (std::abs(rate) >= 1e10) {
-    rate /= 1e9;
-    suffix = "G";
-  } else if (std::abs(rate) >= 1e7) {
-    rate /= 1e6;
-    suffix = "M";
-  } else if (std::abs(rate) >= 1e4) {
-    rate /= 1e3;
-    suffix = "k";
-  }
-  char buffer[48];
-  if (std::abs(rate) >= 1000.0)
-    std::snprintf(buffer, sizeof buffer, "%.0f%s", rate, suffix);
-  else
-    std::snprintf(buffer, sizeof buffer, "%.3g%s", rate, suffix);
-  return buffer;
-}
+using coulomb::format_duration;  ///< moved to core/printable.hpp
+using coulomb::format_rate;      ///< moved to core/printable.hpp
 
 /// Reports the progress of long work (see the file comment). Typical use:
 ///
@@ -405,7 +204,11 @@ class ProgressReporter {
   /// cannot be opened for writing.
   explicit ProgressReporter(std::ostream& out, Index total = 0, ProgressOptions options = {},
                             ProgressClock clock = steady_clock_seconds)
-      : out_(&out), options_(std::move(options)), clock_(std::move(clock)), total_(total) {
+      : out_(&out),
+        options_(std::move(options)),
+        clock_(std::move(clock)),
+        total_(total),
+        line_(out) {
     const char* where = "coulomb::train::ProgressReporter";
     options_.validate();
     coulomb::detail::require(total >= 0, where,
@@ -414,11 +217,11 @@ class ProgressReporter {
     Index terminal_width = 0;
     switch (options_.mode) {
       case ProgressMode::automatic:
-        terminal_ = detail::stream_is_terminal(out, &terminal_width);
+        terminal_ = coulomb::detail::stream_is_terminal(out, &terminal_width);
         break;
       case ProgressMode::terminal:
         terminal_ = true;
-        detail::stream_is_terminal(out, &terminal_width);
+        coulomb::detail::stream_is_terminal(out, &terminal_width);
         break;
       case ProgressMode::lines:
         terminal_ = false;
@@ -427,8 +230,8 @@ class ProgressReporter {
         silent_ = true;
         break;
     }
-    width_ =
-        options_.max_width > 0 ? options_.max_width : (terminal_width > 1 ? terminal_width - 1 : 0);
+    line_.set_width(options_.max_width > 0 ? options_.max_width
+                                           : (terminal_width > 1 ? terminal_width - 1 : 0));
     if (!options_.json_path.empty()) {
       json_file_ =
           std::make_unique<std::ofstream>(options_.json_path, std::ios::out | std::ios::trunc);
@@ -450,16 +253,6 @@ class ProgressReporter {
 
   ProgressReporter(const ProgressReporter&) = delete;             ///< not copyable
   ProgressReporter& operator=(const ProgressReporter&) = delete;  ///< not copyable
-
-  /// Ends a dangling terminal line with a newline (without the finish() line). Never throws.
-  ~ProgressReporter() {
-    if (line_open_) {
-      try {
-        *out_ << '\n' << std::flush;
-      } catch (...) {  // a destructor must not throw; the stream state tells the caller
-      }
-    }
-  }
 
   /// The options (validated).
   const ProgressOptions& options() const noexcept { return options_; }
@@ -509,13 +302,9 @@ class ProgressReporter {
   /// false. Not logged to JSON.
   void message(std::string_view text) {
     if (!options_.messages) return;
-    if (line_open_) {
-      *out_ << '\r' << std::string(static_cast<std::size_t>(drawn_width_), ' ') << '\r';
-      line_open_ = false;
-      drawn_width_ = 0;
-    }
+    line_.clear();
     *out_ << text << '\n';
-    if (terminal() && !last_line_.empty()) draw_terminal(last_line_);
+    if (terminal() && !last_line_.empty()) line_.draw(last_line_);
     out_->flush();
   }
 
@@ -530,9 +319,8 @@ class ProgressReporter {
     const std::string line = finish_line(now);
     if (!silent_) {
       if (terminal_) {
-        draw_terminal(line);
-        *out_ << '\n';
-        line_open_ = false;
+        line_.draw(line);
+        line_.close();
       } else {
         *out_ << line << '\n';
       }
@@ -598,7 +386,7 @@ class ProgressReporter {
 
   std::string label_prefix() const {
     if (options_.label.empty()) return {};
-    return detail::printable(options_.label) + "  ";
+    return coulomb::detail::printable(options_.label) + "  ";
   }
 
   void append_values(std::string& s) const {
@@ -606,7 +394,7 @@ class ProgressReporter {
     os.imbue(std::locale::classic());
     os << std::setprecision(options_.precision);
     for (const ProgressValue& v : values_)
-      os << "  " << detail::printable(v.name) << ' ' << v.value;
+      os << "  " << coulomb::detail::printable(v.name) << ' ' << v.value;
     s += os.str();
   }
 
@@ -643,8 +431,9 @@ class ProgressReporter {
             "use one form of update() for the whole run: with items or without");
     for (std::size_t i = 0; i < count; ++i)
       for (std::size_t j = 0; j < i; ++j)
-        require(values[i].name != values[j].name, where,
-                "argument 'values' names '" + detail::printable(values[i].name) + "' twice");
+        require(
+            values[i].name != values[j].name, where,
+            "argument 'values' names '" + coulomb::detail::printable(values[i].name) + "' twice");
     step_ = step;
     items_ = items;
     counts_items_ = counts_items;
@@ -656,7 +445,7 @@ class ProgressReporter {
         const bool last = total_ > 0 && step_ >= total_;
         if (!drawn_once_ || last || now - last_draw_time_ >= options_.min_redraw_interval) {
           last_line_ = line(now);
-          draw_terminal(last_line_);
+          line_.draw(last_line_);
           out_->flush();
           last_draw_time_ = now;
           drawn_once_ = true;
@@ -683,45 +472,29 @@ class ProgressReporter {
     }
   }
 
-  /// A carriage return, the line (cut to the width), and blanks over what is left of the previous
-  /// one.
-  void draw_terminal(const std::string& text) {
-    const std::string_view shown =
-        width_ > 0 ? detail::cut_to_width(text, width_) : std::string_view(text);
-    const Index w = detail::display_width(shown);
-    *out_ << '\r' << shown;
-    if (drawn_width_ > w) *out_ << std::string(static_cast<std::size_t>(drawn_width_ - w), ' ');
-    drawn_width_ = w;
-    line_open_ = true;
-  }
-
   void write_json(const char* event, double now) {
     std::string s = "{\"event\":";
-    detail::append_json_string(s, event);
+    coulomb::detail::append_json_string(s, event);
     s += ",\"label\":";
-    detail::append_json_string(s, options_.label);
+    coulomb::detail::append_json_string(s, options_.label);
     s += ",\"step\":" + std::to_string(step_);
-    s += ",\"total\":";
-    if (total_ > 0)
-      s += std::to_string(total_);
-    else
-      s += "null";
+    s += ",\"total\":" + (total_ > 0 ? std::to_string(total_) : std::string("null"));
     s += ",\"items\":";
-    detail::append_json_number(s, items_);
+    coulomb::detail::append_json_number(s, items_);
     s += ",\"elapsed_s\":";
-    detail::append_json_number(s, now - start_time_);
+    coulomb::detail::append_json_number(s, now - start_time_);
     s += ",\"rate\":";
-    detail::append_json_number(s, throughput(now));
+    coulomb::detail::append_json_number(s, throughput(now));
     s += ",\"unit\":";
-    detail::append_json_string(s, options_.unit);
+    coulomb::detail::append_json_string(s, options_.unit);
     s += ",\"eta_s\":";
-    detail::append_json_number(s, eta_seconds(now));
+    coulomb::detail::append_json_number(s, eta_seconds(now));
     s += ",\"values\":{";
     for (std::size_t i = 0; i < values_.size(); ++i) {
       if (i > 0) s += ',';
-      detail::append_json_string(s, values_[i].name);
+      coulomb::detail::append_json_string(s, values_[i].name);
       s += ':';
-      detail::append_json_number(s, values_[i].value);
+      coulomb::detail::append_json_number(s, values_[i].value);
     }
     s += "}}\n";
     *json_ << s;
@@ -736,18 +509,15 @@ class ProgressReporter {
   std::ostream* json_ = nullptr;
   bool terminal_ = false;
   bool silent_ = false;
-  Index width_ = 0;
   double start_time_ = 0.0;
   Index step_ = 0;
   double items_ = 0.0;
   bool counts_items_ = false;
   bool updated_ = false;
   std::vector<ProgressValue> values_{};
-  // terminal mode
+  // terminal mode (line_ is declared last, so that it ends an open line before the rest goes)
   bool drawn_once_ = false;
-  bool line_open_ = false;
   double last_draw_time_ = 0.0;
-  Index drawn_width_ = 0;
   std::string last_line_{};
   // lines mode
   Index last_line_step_ = 0;
@@ -756,6 +526,7 @@ class ProgressReporter {
   Index last_json_step_ = 0;
   double last_json_time_ = 0.0;
   bool finished_ = false;
+  coulomb::detail::TerminalLine line_;
 };
 
 /// A callback for coulomb::ProjectedLangevin::optimize that reports every step to a
