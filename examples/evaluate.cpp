@@ -39,12 +39,12 @@
 #include <vector>
 
 #include <coulomb/io/text_model.hpp>
+#include <coulomb/metrics/evaluation.hpp>
 #include <coulomb/nn/loss.hpp>
 #include <coulomb/text/batching.hpp>
 #include <coulomb/text/dataset.hpp>
 #include <coulomb/text/encoder.hpp>
 #include <coulomb/text/gzip.hpp>
-#include <coulomb/text/metrics.hpp>
 #include <coulomb/text/perturb.hpp>
 
 #include "common/cli.hpp"

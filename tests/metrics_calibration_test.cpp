@@ -1,16 +1,18 @@
 // SPDX-License-Identifier: MIT
-// Classification metrics (text/metrics.hpp) against values computed by hand and against a
-// brute-force ECE.
+// Calibration metrics (metrics/calibration.hpp: ECE and the reliability diagram, log loss,
+// Brier score) against values computed by hand and against a brute-force ECE.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <vector>
 
+#include <coulomb/metrics/calibration.hpp>
+
 #include "test_support.hpp"
 
 // Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
 // compile this file together with others.
-namespace text_metrics_test {
+namespace metrics_calibration_test {
 
 namespace {
 
@@ -54,21 +56,10 @@ double brute_force_ece(const Eigen::MatrixXd& probs, const Labels& y, Index M) {
 
 }  // namespace
 
-TEST_CASE("Metrics_BinaryValuesComputedByHand", "[text][metrics]") {
+TEST_CASE("Calibration_BinaryValuesComputedByHand", "[metrics]") {
   const Labels y = {1, 1, 1, 0, 0, 0, 1, 0};
   const Eigen::VectorXd p = column({0.9, 0.8, 0.4, 0.3, 0.6, 0.1, 0.7, 0.2});
-  // Predictions 1 1 0 0 1 0 1 0: TP = 3, FN = 1, FP = 1, TN = 3.
-  CHECK(coulomb::predicted_classes(p) == Labels{1, 1, 0, 0, 1, 0, 1, 0});
-  const auto cm = coulomb::confusion_matrix(p, y);
-  CHECK(cm(1, 1) == 3);
-  CHECK(cm(1, 0) == 1);
-  CHECK(cm(0, 1) == 1);
-  CHECK(cm(0, 0) == 3);
-  CHECK(coulomb::accuracy(p, y) == Approx(0.75).epsilon(1e-15));
-  // MCC = (3·3 − 1·1) / √(4·4·4·4) = 1/2; F1 = 2·3 / (2·3 + 1 + 1) = 3/4.
-  CHECK(coulomb::matthews_corrcoef(p, y) == Approx(0.5).epsilon(1e-15));
-  CHECK(coulomb::f1_score(p, y) == Approx(0.75).epsilon(1e-15));
-  CHECK(coulomb::f1_score(p, y, 0) == Approx(0.75).epsilon(1e-15));
+  // Predictions 1 1 0 0 1 0 1 0.
   // Brier = (0.01 + 0.04 + 0.36 + 0.09 + 0.36 + 0.01 + 0.09 + 0.04) / 8 = 1/8.
   CHECK(coulomb::brier_score(p, y) == Approx(0.125).epsilon(1e-14));
   // Probabilities of the true class: .9 .8 .4 .7 .4 .9 .7 .8.
@@ -93,33 +84,18 @@ TEST_CASE("Metrics_BinaryValuesComputedByHand", "[text][metrics]") {
   CHECK(bins[8].mean_confidence == Approx(0.6));
   CHECK(bins[8].accuracy == 0.0);
   CHECK(bins[10].accuracy == 1.0);
-
-  const auto all = coulomb::evaluate_classification(p, y);
-  CHECK(all.count == 8);
-  CHECK(all.accuracy == Approx(0.75));
-  CHECK(all.mcc == Approx(0.5));
-  CHECK(all.f1 == Approx(0.75));
-  CHECK(all.ece == Approx(0.3));
-  CHECK(all.log_loss == Approx(ll));
-  CHECK(all.brier == Approx(0.125));
-
-  // The same predictions as a two-column matrix give the same metrics.
+  // Float probabilities give the same; the two-column form too.
+  const Eigen::VectorXf pf = p.cast<float>();
+  CHECK(coulomb::expected_calibration_error(pf.col(0), y) == Approx(0.3).epsilon(1e-6));
   Eigen::MatrixXd two(8, 2);
   two.col(0) = 1.0 - p.array();
   two.col(1) = p;
-  const auto same = coulomb::evaluate_classification(two, y);
-  CHECK(same.accuracy == all.accuracy);
-  CHECK(same.mcc == Approx(all.mcc));
-  CHECK(same.ece == Approx(all.ece));
-  CHECK(same.log_loss == Approx(all.log_loss));
-  CHECK(same.brier == Approx(all.brier));
-  // And float probabilities too.
-  const Eigen::VectorXf pf = p.cast<float>();
-  CHECK(coulomb::matthews_corrcoef(pf, y) == Approx(0.5));
-  CHECK(coulomb::expected_calibration_error(pf.col(0), y) == Approx(0.3).epsilon(1e-6));
+  CHECK(coulomb::expected_calibration_error(two, y) == Approx(0.3).epsilon(1e-14));
+  CHECK(coulomb::log_loss(two, y) == Approx(ll).epsilon(1e-14));
+  CHECK(coulomb::brier_score(two, y) == Approx(0.125).epsilon(1e-14));
 }
 
-TEST_CASE("Metrics_MultiClassValuesComputedByHand", "[text][metrics]") {
+TEST_CASE("Calibration_MultiClassValuesComputedByHand", "[metrics]") {
   const Labels y = {0, 0, 1, 1, 2, 2};
   Eigen::MatrixXd p(6, 3);
   p << 0.7, 0.2, 0.1,  //
@@ -128,14 +104,6 @@ TEST_CASE("Metrics_MultiClassValuesComputedByHand", "[text][metrics]") {
       0.2, 0.5, 0.3,   //
       0.1, 0.1, 0.8,   //
       0.5, 0.2, 0.3;
-  // Predictions 0 1 1 1 2 0: c = 4, s = 6, t = (2, 2, 2), p = (2, 3, 1).
-  CHECK(coulomb::predicted_classes(p) == Labels{0, 1, 1, 1, 2, 0});
-  CHECK(coulomb::accuracy(p, y) == Approx(4.0 / 6.0));
-  // R_K = (4·6 − (4 + 6 + 2)) / √((36 − 14)(36 − 12)) = 12 / √528.
-  CHECK(coulomb::matthews_corrcoef(p, y) == Approx(12.0 / std::sqrt(528.0)).epsilon(1e-14));
-  // F1: class 0 = 2/4, class 1 = 4/5, class 2 = 2/3.
-  CHECK(coulomb::macro_f1(p, y) == Approx((0.5 + 0.8 + 2.0 / 3.0) / 3.0).epsilon(1e-14));
-  CHECK(coulomb::f1_score(p, y, 1) == Approx(0.8));
   // Brier: Σ_c (p_c − onehot)² per row, averaged.
   const double brier = ((0.09 + 0.04 + 0.01) + (0.49 + 0.36 + 0.01) + (0.01 + 0.04 + 0.01) +
                         (0.04 + 0.25 + 0.09) + (0.01 + 0.01 + 0.04) + (0.25 + 0.04 + 0.49)) /
@@ -145,21 +113,10 @@ TEST_CASE("Metrics_MultiClassValuesComputedByHand", "[text][metrics]") {
                       std::log(0.8) + std::log(0.3)) /
                     6.0;
   CHECK(coulomb::log_loss(p, y) == Approx(ll).epsilon(1e-14));
-  CHECK(coulomb::evaluate_classification(p, y).f1 == Approx(coulomb::macro_f1(p, y)));
   CHECK(coulomb::expected_calibration_error(p, y) == Approx(brute_force_ece(p, y, 15)));
 }
 
-TEST_CASE("Metrics_LimitingCases", "[text][metrics]") {
-  const Labels y = {0, 1, 1, 0};
-  CHECK(coulomb::matthews_corrcoef(column({0.1, 0.9, 0.8, 0.2}), y) == Approx(1.0));
-  CHECK(coulomb::matthews_corrcoef(column({0.9, 0.1, 0.2, 0.8}), y) == Approx(-1.0));
-  // One predicted class: MCC undefined, reported as 0; F1 of the never-predicted class is 0.
-  const auto constant = column({0.9, 0.9, 0.9, 0.9});
-  CHECK(coulomb::matthews_corrcoef(constant, y) == 0.0);
-  CHECK(coulomb::f1_score(constant, y, 0) == 0.0);
-  CHECK(coulomb::f1_score(constant, y, 1) == Approx(2.0 / 3.0));
-  // p = 0.5 predicts class 0 (ties go to the lower class).
-  CHECK(coulomb::predicted_classes(column({0.5})) == Labels{0});
+TEST_CASE("Calibration_LimitingCases", "[metrics]") {
   // Calibrated within a bin: 10 examples at confidence 0.7, 7 of them right.
   Eigen::VectorXd p = Eigen::VectorXd::Constant(10, 0.7);
   const Labels seven = {1, 1, 1, 1, 1, 1, 1, 0, 0, 0};
@@ -169,10 +126,10 @@ TEST_CASE("Metrics_LimitingCases", "[text][metrics]") {
   CHECK(coulomb::log_loss(column({0.0}), Labels{1}, 1e-3) == Approx(-std::log(1e-3)));
 }
 
-TEST_CASE("Metrics_EceMatchesBruteForceOnBinBoundaries", "[text][metrics][random]") {
+TEST_CASE("Calibration_EceMatchesBruteForceOnBinBoundaries", "[metrics][random]") {
   // Probabilities on a grid of 1/30, so that many confidences fall exactly on the boundaries
   // m/15 of the bins.
-  auto rng = coulomb_test::test_rng("Metrics_EceMatchesBruteForceOnBinBoundaries");
+  auto rng = coulomb_test::test_rng("Calibration_EceMatchesBruteForceOnBinBoundaries");
   for (int trial = 0; trial < 50; ++trial) {
     const Index n = 1 + static_cast<Index>(coulomb::uniform_index(60, rng));
     const Index C = 2 + static_cast<Index>(coulomb::uniform_index(2, rng));
@@ -200,26 +157,17 @@ TEST_CASE("Metrics_EceMatchesBruteForceOnBinBoundaries", "[text][metrics][random
   }
 }
 
-TEST_CASE("Metrics_RejectBadInput", "[text][metrics][input]") {
+TEST_CASE("Calibration_RejectBadInput", "[metrics][input]") {
   const auto p = column({0.2, 0.7});
-  CHECK_THROWS_AS(coulomb::accuracy(p, Labels{0}), coulomb::invalid_argument);
-  CHECK_THROWS_AS(coulomb::accuracy(p, Labels{0, 2}), coulomb::invalid_argument);
-  CHECK_THROWS_AS(coulomb::accuracy(p, Labels{0, -1}), coulomb::invalid_argument);
-  CHECK_THROWS_AS(coulomb::accuracy(column({0.2, 1.5}), Labels{0, 1}), coulomb::invalid_argument);
-  CHECK_THROWS_AS(coulomb::accuracy(column({0.2, std::nan("")}), Labels{0, 1}),
-                  coulomb::invalid_argument);
-  CHECK_THROWS_AS(coulomb::accuracy(Eigen::VectorXd(0), Labels{}), coulomb::invalid_argument);
+  CHECK_THROWS_AS(coulomb::brier_score(p, Labels{0}), coulomb::invalid_argument);
+  CHECK_THROWS_AS(coulomb::log_loss(column({0.2, 1.5}), Labels{0, 1}), coulomb::invalid_argument);
+  CHECK_THROWS_AS(coulomb::reliability_diagram(p, Labels{0, 2}), coulomb::invalid_argument);
   Eigen::MatrixXd rows(1, 3);
   rows << 0.5, 0.5, 0.5;
   CHECK_THROWS_AS(coulomb::brier_score(rows, Labels{0}), coulomb::invalid_argument);
   CHECK_THROWS_AS(coulomb::expected_calibration_error(p, Labels{0, 1}, 0),
                   coulomb::invalid_argument);
   CHECK_THROWS_AS(coulomb::log_loss(p, Labels{0, 1}, 0.0), coulomb::invalid_argument);
-  CHECK_THROWS_AS(coulomb::f1_score(p, Labels{0, 1}, 2), coulomb::invalid_argument);
-  coulomb::MetricOptions options;
-  options.positive_class = 3;
-  CHECK_THROWS_AS(coulomb::evaluate_classification(p, Labels{0, 1}, options),
-                  coulomb::invalid_argument);
 }
 
-}  // namespace text_metrics_test
+}  // namespace metrics_calibration_test

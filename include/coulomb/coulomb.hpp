@@ -7,9 +7,9 @@
 /// Folders follow the paper: features/ (random feature maps, §1), particles/ (alignment,
 /// Riesz repulsion, the Hamiltonian and projected Langevin dynamics, §2–3), and, as they land,
 /// attention/, nn/, train/; text/ stands beside them (TSV datasets, tokenizer, vocabulary,
-/// batching, metrics, perturbations), and so does data/ (generated sequence tasks: ListOps,
-/// MQAR). text/gzip.hpp needs zlib and is not included here:
-/// include it yourself and link coulomb::gzip.
+/// batching, perturbations), and so do metrics/ (accuracy, MCC, F1, ECE, log loss, Brier) and
+/// data/ (generated sequence tasks: ListOps, MQAR). text/gzip.hpp needs zlib and is not
+/// included here: include it yourself and link coulomb::gzip.
 #pragma once
 
 #include "attention/layout.hpp"
@@ -34,6 +34,9 @@
 #include "io/model_file.hpp"
 #include "io/parameters.hpp"
 #include "io/text_model.hpp"
+#include "metrics/calibration.hpp"
+#include "metrics/classification.hpp"
+#include "metrics/evaluation.hpp"
 #include "nn/attention_block.hpp"
 #include "nn/embedding.hpp"
 #include "nn/encoder.hpp"
@@ -53,7 +56,6 @@
 #include "text/batching.hpp"
 #include "text/dataset.hpp"
 #include "text/encoder.hpp"
-#include "text/metrics.hpp"
 #include "text/overlap.hpp"
 #include "text/perturb.hpp"
 #include "text/tokenizer.hpp"

@@ -6,7 +6,7 @@
 /// evaluated on a validation set after every epoch, training stops early when the validation
 /// metric stops improving, and the parameters of the best epoch are restored. Also the batched
 /// evaluation of a model on an EncodedDataset (class probabilities and the metrics of
-/// text/metrics.hpp). Documented in docs/training.md (sections "Evaluation" and "Phase B").
+/// metrics/evaluation.hpp). Documented in docs/training.md (sections "Evaluation" and "Phase B").
 ///
 /// One optimization step on a batch of B sequences with labels y_b:
 ///
@@ -49,12 +49,12 @@
 #include "../features/feature_map.hpp"
 #include "../io/model_file.hpp"
 #include "../io/parameters.hpp"
+#include "../metrics/evaluation.hpp"
 #include "../nn/loss.hpp"
 #include "../nn/parameter.hpp"
 #include "../nn/text_classifier.hpp"
 #include "../text/batching.hpp"
 #include "../text/encoder.hpp"
-#include "../text/metrics.hpp"
 #include "adamw.hpp"
 #include "checkpoint.hpp"
 #include "early_stopping.hpp"
