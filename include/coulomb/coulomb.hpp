@@ -27,6 +27,7 @@
 #include "features/feature_map.hpp"
 #include "features/kernels.hpp"
 #include "features/porf.hpp"
+#include "features/registry.hpp"
 #include "features/rff.hpp"
 #include "features/softmax_features.hpp"
 #include "io/atomic_file.hpp"
