@@ -274,6 +274,7 @@ TEST_CASE("TiltedLangevin_BadInput", "[particles][langevin][input]") {
   CHECK_THROWS_WITH(TiltedLangevin({.base_scale = 0.0}), Catch::Contains("'options.base_scale'"));
   CHECK_THROWS_WITH(TiltedLangevin({.phase_columns = -1}),
                     Catch::Contains("'options.phase_columns'"));
+  CHECK_THROWS_WITH(TiltedLangevin({.batch_period = 0}), Catch::Contains("'options.batch_period'"));
   CHECK_THROWS_WITH(TiltedLangevin({.max_iterations = -1}),
                     Catch::Contains("'options.max_iterations'"));
   Quadratic objective;
