@@ -47,6 +47,8 @@
 #include <coulomb/text/gzip.hpp>
 #include <coulomb/text/perturb.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "common/cli.hpp"
 
 namespace {
@@ -101,46 +103,9 @@ coulomb::TextColumns columns_for(const std::string& name, std::string_view text,
   return coulomb::TextColumns::qqp_bundled();
 }
 
-/// `s` as a JSON string literal.
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-/// A number for JSON: shortest exact form, null when not finite.
-std::string json_number(double x) {
-  if (!std::isfinite(x)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", x);
-  return buf;
+/// A number for JSON: null when not finite.
+nlohmann::ordered_json json_number(double x) {
+  return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(nullptr);
 }
 
 /// Probabilities (n × C, double) of `model` on every sequence of `data`, in batches.
@@ -268,44 +233,47 @@ void print(const Result& r, const Options& opt, std::ostream& out) {
 }
 
 void write_json(const Result& r, const Options& opt, const std::string& command) {
-  std::ostringstream js;
-  js << "{\n  \"command\": " << json_string(command) << ",\n  \"model\": " << json_string(opt.model)
-     << ",\n  \"data\": " << json_string(opt.data) << ",\n  \"columns\": " << json_string(r.columns)
-     << ",\n  \"feature_map\": " << json_string(r.header.feature_map.name)
-     << ",\n  \"attention\": " << json_string(coulomb::nn::to_string(r.header.config.attention))
-     << ",\n  \"scalar\": "
-     << json_string(coulomb::io::scalar_type_name(static_cast<std::uint8_t>(r.header.scalar)))
-     << ",\n  \"model_metadata\": {";
-  bool first = true;
-  for (const auto& [k, v] : r.header.metadata) {
-    js << (first ? "\n    " : ",\n    ") << json_string(k) << ": " << json_string(v);
-    first = false;
+  using Json = nlohmann::ordered_json;
+  Json metadata = Json::object();
+  for (const auto& [k, v] : r.header.metadata) metadata[k] = v;
+  Json rows = Json::array();
+  for (const auto& row : r.rows) {
+    const auto& m = row.metrics;
+    rows.push_back({{"name", row.name},
+                    {"count", m.count},
+                    {"accuracy", json_number(m.accuracy)},
+                    {"mcc", json_number(m.mcc)},
+                    {"f1", json_number(m.f1)},
+                    {"ece", json_number(m.ece)},
+                    {"log_loss", json_number(m.log_loss)},
+                    {"brier", json_number(m.brier)}});
   }
-  js << (first ? "}" : "\n  }") << ",\n  \"examples\": " << r.examples
-     << ",\n  \"skipped_rows\": " << r.tsv.skipped_rows
-     << ",\n  \"truncated_sequences\": " << r.stats.truncated_sequences
-     << ",\n  \"truncated_tokens\": " << r.stats.truncated_tokens
-     << ",\n  \"empty_texts\": " << r.stats.empty_texts
-     << ",\n  \"unknown_token_rate\": " << json_number(r.stats.unknown_rate())
-     << ",\n  \"rows\": [";
-  for (std::size_t i = 0; i < r.rows.size(); ++i) {
-    const auto& m = r.rows[i].metrics;
-    js << (i ? ",\n    " : "\n    ") << "{\"name\": " << json_string(r.rows[i].name)
-       << ", \"count\": " << m.count << ", \"accuracy\": " << json_number(m.accuracy)
-       << ", \"mcc\": " << json_number(m.mcc) << ", \"f1\": " << json_number(m.f1)
-       << ", \"ece\": " << json_number(m.ece) << ", \"log_loss\": " << json_number(m.log_loss)
-       << ", \"brier\": " << json_number(m.brier) << "}";
-  }
-  js << "\n  ],\n  \"reliability\": [";
-  for (std::size_t i = 0; i < r.reliability.size(); ++i) {
-    const auto& b = r.reliability[i];
-    js << (i ? ",\n    " : "\n    ") << "{\"lower\": " << json_number(b.lower)
-       << ", \"upper\": " << json_number(b.upper) << ", \"count\": " << b.count
-       << ", \"mean_confidence\": " << json_number(b.mean_confidence)
-       << ", \"accuracy\": " << json_number(b.accuracy) << "}";
-  }
-  js << "\n  ]\n}\n";
-  coulomb_examples::write_output("--json", opt.json, js.str());
+  Json reliability = Json::array();
+  for (const auto& b : r.reliability)
+    reliability.push_back({{"lower", json_number(b.lower)},
+                           {"upper", json_number(b.upper)},
+                           {"count", b.count},
+                           {"mean_confidence", json_number(b.mean_confidence)},
+                           {"accuracy", json_number(b.accuracy)}});
+  const Json report = {
+      {"command", command},
+      {"model", opt.model},
+      {"data", opt.data},
+      {"columns", r.columns},
+      {"feature_map", r.header.feature_map.name},
+      {"attention", coulomb::nn::to_string(r.header.config.attention)},
+      {"scalar", coulomb::io::scalar_type_name(static_cast<std::uint8_t>(r.header.scalar))},
+      {"model_metadata", metadata},
+      {"examples", r.examples},
+      {"skipped_rows", r.tsv.skipped_rows},
+      {"truncated_sequences", r.stats.truncated_sequences},
+      {"truncated_tokens", r.stats.truncated_tokens},
+      {"empty_texts", r.stats.empty_texts},
+      {"unknown_token_rate", json_number(r.stats.unknown_rate())},
+      {"rows", rows},
+      {"reliability", reliability}};
+  coulomb_examples::write_output("--json", opt.json,
+                                 report.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
 }
 
 void write_reliability(const Result& r, const Options& opt) {

@@ -388,9 +388,9 @@ if run "resume from finished checkpoints: phase times within the total" 0 "valid
     "${TC}" --data "${T}/data" --out "${T}/res" --kernel learned --phase-a-steps 5 \
     --checkpoint "${T}/ck" --resume "${TINY[@]}"; then
   json="$(ls "${T}/res/"*.json | head -n 1)"
-  a="$(sed -n 's/.*"phase_a_seconds":\([0-9.eE+-]*\).*/\1/p' "${json}")"
-  b="$(sed -n 's/.*"phase_b_seconds":\([0-9.eE+-]*\).*/\1/p' "${json}")"
-  total="$(sed -n 's/.*"total_seconds":\([0-9.eE+-]*\).*/\1/p' "${json}")"
+  a="$(sed -n 's/.*"phase_a_seconds": *\([0-9.eE+-]*\).*/\1/p' "${json}")"
+  b="$(sed -n 's/.*"phase_b_seconds": *\([0-9.eE+-]*\).*/\1/p' "${json}")"
+  total="$(sed -n 's/.*"total_seconds": *\([0-9.eE+-]*\).*/\1/p' "${json}")"
   if [[ -n "${a}" && -n "${b}" && -n "${total}" ]] &&
     awk -v a="${a}" -v b="${b}" -v t="${total}" 'BEGIN { exit !(a + b <= t && a > 0 && b > 0) }'; then
     ok "resume from finished checkpoints: phase times within the total"

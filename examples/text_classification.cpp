@@ -214,6 +214,9 @@ int main(int argc, char** argv) {
   if (const auto status = cli.parse(argc, argv)) return *status;
   if (cfg.resume && cfg.checkpoint_prefix.empty())
     return cli.reject("--resume", "needs --checkpoint PREFIX (the checkpoints to resume from)");
+  if (cfg.d_model % cfg.heads != 0)  // a check of the flags alone: before the data are read
+    return cli.reject("--heads", "must divide --d-model (" + std::to_string(cfg.d_model) +
+                                     "), got " + std::to_string(cfg.heads));
 
   // Everything that can be checked is checked here, before any training: the data (read once),
   // the settings, every file to be written.

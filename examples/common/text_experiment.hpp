@@ -44,6 +44,8 @@
 #include <coulomb/train/phase_b.hpp>
 #include <coulomb/train/progress.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "figure.hpp"
 
 namespace coulomb_examples {
@@ -717,251 +719,140 @@ inline void print_metric_table(std::ostream& out, const TextExperimentResult& r)
 
 namespace detail {
 
-inline void json_key(std::string& s, const char* key) {
-  coulomb::train::detail::append_json_string(s, key);
-  s += ':';
+/// A number for JSON: null when not finite (JSON has no NaN or infinity).
+inline nlohmann::ordered_json json_number(double v) {
+  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
 }
-inline void json_number(std::string& s, const char* key, double v) {
-  json_key(s, key);
-  coulomb::train::detail::append_json_number(s, v);
-}
-inline void json_text(std::string& s, const char* key, const std::string& v) {
-  json_key(s, key);
-  coulomb::train::detail::append_json_string(s, v);
-}
-inline void json_metrics(std::string& s, const coulomb::ClassificationMetrics& m) {
-  s += '{';
-  json_number(s, "count", static_cast<double>(m.count));
-  s += ',';
-  json_number(s, "accuracy", m.accuracy);
-  s += ',';
-  json_number(s, "mcc", m.mcc);
-  s += ',';
-  json_number(s, "f1", m.f1);
-  s += ',';
-  json_number(s, "ece", m.ece);
-  s += ',';
-  json_number(s, "log_loss", m.log_loss);
-  s += ',';
-  json_number(s, "brier", m.brier);
-  s += '}';
+
+/// The metrics of one row as a JSON object.
+inline nlohmann::ordered_json json_metrics(const coulomb::ClassificationMetrics& m) {
+  return {{"count", m.count},
+          {"accuracy", json_number(m.accuracy)},
+          {"mcc", json_number(m.mcc)},
+          {"f1", json_number(m.f1)},
+          {"ece", json_number(m.ece)},
+          {"log_loss", json_number(m.log_loss)},
+          {"brier", json_number(m.brier)}};
 }
 
 }  // namespace detail
 
-/// The JSON report of a run (hand-written: no JSON library is needed). `command` is recorded.
+/// The JSON report of a run (nlohmann-json, keys in this order). `command` is recorded.
 inline std::string json_report(const TextExperimentResult& r, const std::string& command) {
   using detail::json_number;
-  using detail::json_text;
+  using Json = nlohmann::ordered_json;
   const auto& c = r.config;
-  std::string s = "{\n  ";
-  json_text(s, "command", command);
-  s += ",\n  ";
-  json_text(s, "dataset", c.dataset);
-  s += ", ";
-  json_text(s, "columns", r.columns);
-  s += ", ";
-  json_text(s, "variant", variant_name(c));
-  s += ",\n  \"config\": {";
-  json_text(s, "feature_map", c.feature_map);
-  s += ", ";
-  json_text(s, "kernel", c.kernel);
-  s += ", ";
-  json_text(s, "attention", c.attention);
-  s += ", \"tied_qk\": ";
-  s += c.tied_qk ? "true" : "false";
-  s += ", \"shared_omega\": ";
-  s += c.shared_omega ? "true" : "false";
-  s += ", ";
-  s += "\"seed\":" + std::to_string(c.seed);  // exact: a double would round seeds above 2^53
-  s += ", ";
-  json_number(s, "d_model", static_cast<double>(c.d_model));
-  s += ", ";
-  json_number(s, "heads", static_cast<double>(c.heads));
-  s += ", ";
-  json_number(s, "layers", static_cast<double>(c.layers));
-  s += ", ";
-  json_number(s, "d_ff", static_cast<double>(c.d_ff));
-  s += ", ";
-  json_number(s, "features", static_cast<double>(c.features));
-  s += ", ";
-  json_text(s, "pooling", c.pooling);
-  s += ", ";
-  json_number(s, "pair_hidden", static_cast<double>(c.pair_hidden));
-  s += ", \"freeze_embeddings\": ";
-  s += c.freeze_embeddings ? "true" : "false";
-  s += ", \"pair_alignment\": ";
-  s += c.pair_alignment ? "true" : "false";
-  s += ", \"pair_overlap\": ";
-  s += c.pair_overlap ? "true" : "false";
-  s += ", \"overlap_warm_start\": ";
-  s += c.overlap_warm_start ? "true" : "false";
-  s += ", \"swap_pairs\": ";
-  s += c.swap_pairs ? "true" : "false";
-  s += ", \"tune_threshold\": ";
-  s += c.tune_threshold ? "true" : "false";
-  s += ", ";
-  json_number(s, "max_length", static_cast<double>(c.max_length));
-  s += ", ";
-  json_number(s, "batch_size", static_cast<double>(c.batch_size));
-  s += ", ";
-  json_number(s, "epochs", static_cast<double>(c.epochs));
-  s += ", ";
-  json_number(s, "patience", static_cast<double>(c.patience));
-  s += ", ";
-  json_text(s, "select", c.select);
-  s += ", ";
-  json_number(s, "learning_rate", c.learning_rate);
-  s += ", ";
-  json_number(s, "warmup_fraction", c.warmup_fraction);
-  s += ", ";
-  json_number(s, "weight_decay", c.weight_decay);
-  s += ", ";
-  json_number(s, "dropout", c.dropout);
-  s += ", ";
-  json_number(s, "min_frequency", static_cast<double>(c.min_frequency));
-  s += ", ";
-  json_number(s, "dev_fraction", c.dev_fraction);
-  s += ", ";
-  json_number(s, "threads", c.threads);
-  s += ", ";
-  json_text(s, "phase_a_representation", c.representation);
-  s += ", ";
-  json_number(s, "phase_a_steps", static_cast<double>(c.phase_a_steps));
-  s += ", ";
-  json_number(s, "phase_a_step_size", c.phase_a_step_size);
-  s += ", ";
-  json_number(s, "phase_a_beta", c.phase_a_beta);
-  s += ", ";
-  json_number(s, "phase_a_repulsion", c.phase_a_repulsion);
-  s += ", ";
-  json_number(s, "phase_a_radius_factor", c.phase_a_radius_factor);
-  s += "},\n  \"data\": {";
-  json_number(s, "vocabulary", static_cast<double>(r.vocab_size));
-  s += ", ";
-  json_number(s, "train", static_cast<double>(r.train_size));
-  s += ", ";
-  json_number(s, "development", static_cast<double>(r.dev_size));
-  s += ", ";
-  json_number(s, "validation", static_cast<double>(r.validation_size));
-  s += ", ";
-  json_number(s, "train_truncated", static_cast<double>(r.train_stats.truncated_sequences));
-  s += ", ";
-  json_number(s, "validation_truncated",
-              static_cast<double>(r.validation_stats.truncated_sequences));
-  s += ", ";
-  json_number(s, "validation_unknown_rate", r.validation_stats.unknown_rate());
-  s += "},\n  ";
-  json_number(s, "parameters", static_cast<double>(r.parameters));
-  s += ",\n  \"metrics\": {";
-  for (std::size_t i = 0; i < r.rows.size(); ++i) {
-    if (i > 0) s += ",";
-    s += "\n    ";
-    detail::json_key(s, r.rows[i].name.c_str());
-    detail::json_metrics(s, r.rows[i].metrics);
-  }
-  s += "\n  },\n  \"timing\": {";
-  json_number(s, "phase_a_seconds", r.phase_a_seconds);
-  s += ", ";
-  json_number(s, "phase_b_seconds", r.phase_b_seconds);
-  s += ", ";
-  json_number(s, "phase_b_tokens_per_second", r.phase_b.tokens_per_second());
-  s += ", ";
-  json_number(s, "inference_ms_per_1000_sequences", r.inference_ms_per_1000);
-  s += ", ";
-  json_number(s, "total_seconds", r.seconds);
-  s += "},\n  \"phase_a\": ";
+  Json config = {{"feature_map", c.feature_map},
+                 {"kernel", c.kernel},
+                 {"attention", c.attention},
+                 {"tied_qk", c.tied_qk},
+                 {"shared_omega", c.shared_omega},
+                 {"seed", c.seed},  // an exact integer: a double would round seeds above 2^53
+                 {"d_model", c.d_model},
+                 {"heads", c.heads},
+                 {"layers", c.layers},
+                 {"d_ff", c.d_ff},
+                 {"features", c.features},
+                 {"pooling", c.pooling},
+                 {"pair_hidden", c.pair_hidden},
+                 {"freeze_embeddings", c.freeze_embeddings},
+                 {"pair_alignment", c.pair_alignment},
+                 {"pair_overlap", c.pair_overlap},
+                 {"overlap_warm_start", c.overlap_warm_start},
+                 {"swap_pairs", c.swap_pairs},
+                 {"tune_threshold", c.tune_threshold},
+                 {"max_length", c.max_length},
+                 {"batch_size", c.batch_size},
+                 {"epochs", c.epochs},
+                 {"patience", c.patience},
+                 {"select", c.select},
+                 {"learning_rate", json_number(c.learning_rate)},
+                 {"warmup_fraction", json_number(c.warmup_fraction)},
+                 {"weight_decay", json_number(c.weight_decay)},
+                 {"dropout", json_number(c.dropout)},
+                 {"min_frequency", c.min_frequency},
+                 {"dev_fraction", json_number(c.dev_fraction)},
+                 {"threads", c.threads},
+                 {"phase_a_representation", c.representation},
+                 {"phase_a_steps", c.phase_a_steps},
+                 {"phase_a_step_size", json_number(c.phase_a_step_size)},
+                 {"phase_a_beta", json_number(c.phase_a_beta)},
+                 {"phase_a_repulsion", json_number(c.phase_a_repulsion)},
+                 {"phase_a_radius_factor", json_number(c.phase_a_radius_factor)}};
+  Json metrics = Json::object();
+  for (const auto& row : r.rows) metrics[row.name] = detail::json_metrics(row.metrics);
+  Json phase_a = nullptr;
   if (r.phase_a) {
     const auto& a = *r.phase_a;
-    s += "{";
-    json_text(s, "representation", coulomb::train::to_string(a.representation));
-    s += ", ";
-    json_number(s, "sequences", static_cast<double>(a.sequences));
-    s += ", ";
-    json_number(s, "warmup_steps", static_cast<double>(a.warmup_steps));
-    s += ", ";
-    json_number(s, "langevin_steps", static_cast<double>(a.langevin_steps));
-    s += ", ";
-    json_number(s, "energy_before", a.energy_before);
-    s += ", ";
-    json_number(s, "energy_after", a.energy_after);
-    s += ", ";
-    json_number(s, "alignment_before", a.alignment_before);
-    s += ", ";
-    json_number(s, "alignment_after", a.alignment_after);
-    s += ", ";
-    json_number(s, "repulsion_before", a.repulsion_before);
-    s += ", ";
-    json_number(s, "repulsion_after", a.repulsion_after);
-    s += ", \"omegas\": [";
-    for (std::size_t i = 0; i < a.omegas.size(); ++i) {
-      const auto& o = a.omegas[i];
-      s += i ? ", {" : "{";
-      json_number(s, "samples", static_cast<double>(o.samples));
-      s += ", ";
-      json_number(s, "radius", o.radius);
-      s += ", ";
-      json_number(s, "normalized_alignment_before", o.normalized_alignment_before);
-      s += ", ";
-      json_number(s, "normalized_alignment_after", o.normalized_alignment_after);
-      s += ", ";
-      json_number(s, "relative_change", o.relative_change);
-      s += "}";
-    }
-    s += "]}";
-  } else {
-    s += "null";
+    Json omegas = Json::array();
+    for (const auto& o : a.omegas)
+      omegas.push_back({{"samples", o.samples},
+                        {"radius", json_number(o.radius)},
+                        {"normalized_alignment_before", json_number(o.normalized_alignment_before)},
+                        {"normalized_alignment_after", json_number(o.normalized_alignment_after)},
+                        {"relative_change", json_number(o.relative_change)}});
+    phase_a = {{"representation", coulomb::train::to_string(a.representation)},
+               {"sequences", a.sequences},
+               {"warmup_steps", a.warmup_steps},
+               {"langevin_steps", a.langevin_steps},
+               {"energy_before", json_number(a.energy_before)},
+               {"energy_after", json_number(a.energy_after)},
+               {"alignment_before", json_number(a.alignment_before)},
+               {"alignment_after", json_number(a.alignment_after)},
+               {"repulsion_before", json_number(a.repulsion_before)},
+               {"repulsion_after", json_number(a.repulsion_after)},
+               {"omegas", omegas}};
   }
-  s += ",\n  \"phase_b\": {";
-  json_number(s, "best_epoch", static_cast<double>(r.phase_b.best_epoch));
-  s += ", ";
-  json_number(s, "development_accuracy", r.dev_accuracy);
-  s += ", ";
-  json_number(s, "threshold", r.threshold);
-  s += ", \"overlap_regression\": ";
-  if (r.overlap_regression) {
-    detail::json_metrics(s, *r.overlap_regression);
-  } else {
-    s += "null";
-  }
-  s += ", ";
-  json_number(s, "steps", static_cast<double>(r.phase_b.steps));
-  s += ", \"stopped_early\": ";
-  s += r.phase_b.stopped_early ? "true" : "false";
-  s += ", \"epochs\": [";
-  for (std::size_t i = 0; i < r.phase_b.epochs.size(); ++i) {
-    const auto& e = r.phase_b.epochs[i];
-    s += i ? ",\n    {" : "\n    {";
-    json_number(s, "epoch", static_cast<double>(e.epoch));
-    s += ", ";
-    json_number(s, "train_loss", e.train_loss);
-    s += ", ";
-    json_number(s, "development_accuracy", e.validation_accuracy);
-    s += ", ";
-    json_number(s, "development_loss", e.validation_loss);
-    s += ", ";
-    json_number(s, "tokens_per_second", e.tokens_per_second);
-    s += ", ";
-    json_number(s, "seconds", e.seconds);
-    s += "}";
-  }
-  s += "]},\n  \"reliability\": [";
-  for (std::size_t i = 0; i < r.reliability.size(); ++i) {
-    const auto& bin = r.reliability[i];
-    s += i ? ", {" : "{";
-    json_number(s, "lower", bin.lower);
-    s += ", ";
-    json_number(s, "upper", bin.upper);
-    s += ", ";
-    json_number(s, "count", static_cast<double>(bin.count));
-    s += ", ";
-    json_number(s, "confidence", bin.mean_confidence);
-    s += ", ";
-    json_number(s, "accuracy", bin.accuracy);
-    s += "}";
-  }
-  s += "]\n}\n";
-  return s;
+  Json epochs = Json::array();
+  for (const auto& e : r.phase_b.epochs)
+    epochs.push_back({{"epoch", e.epoch},
+                      {"train_loss", json_number(e.train_loss)},
+                      {"development_accuracy", json_number(e.validation_accuracy)},
+                      {"development_loss", json_number(e.validation_loss)},
+                      {"tokens_per_second", json_number(e.tokens_per_second)},
+                      {"seconds", json_number(e.seconds)}});
+  Json reliability = Json::array();
+  for (const auto& bin : r.reliability)
+    reliability.push_back({{"lower", json_number(bin.lower)},
+                           {"upper", json_number(bin.upper)},
+                           {"count", bin.count},
+                           {"confidence", json_number(bin.mean_confidence)},
+                           {"accuracy", json_number(bin.accuracy)}});
+  const Json report = {
+      {"command", command},
+      {"dataset", c.dataset},
+      {"columns", r.columns},
+      {"variant", variant_name(c)},
+      {"config", config},
+      {"data",
+       {{"vocabulary", r.vocab_size},
+        {"train", r.train_size},
+        {"development", r.dev_size},
+        {"validation", r.validation_size},
+        {"train_truncated", r.train_stats.truncated_sequences},
+        {"validation_truncated", r.validation_stats.truncated_sequences},
+        {"validation_unknown_rate", json_number(r.validation_stats.unknown_rate())}}},
+      {"parameters", r.parameters},
+      {"metrics", metrics},
+      {"timing",
+       {{"phase_a_seconds", json_number(r.phase_a_seconds)},
+        {"phase_b_seconds", json_number(r.phase_b_seconds)},
+        {"phase_b_tokens_per_second", json_number(r.phase_b.tokens_per_second())},
+        {"inference_ms_per_1000_sequences", json_number(r.inference_ms_per_1000)},
+        {"total_seconds", json_number(r.seconds)}}},
+      {"phase_a", phase_a},
+      {"phase_b",
+       {{"best_epoch", r.phase_b.best_epoch},
+        {"development_accuracy", json_number(r.dev_accuracy)},
+        {"threshold", json_number(r.threshold)},
+        {"overlap_regression",
+         r.overlap_regression ? detail::json_metrics(*r.overlap_regression) : Json(nullptr)},
+        {"steps", r.phase_b.steps},
+        {"stopped_early", r.phase_b.stopped_early},
+        {"epochs", epochs}}},
+      {"reliability", reliability}};
+  // Invalid UTF-8 in a path or a name is replaced, never an exception after the training.
+  return report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 /// The reliability diagram as CSV: lower,upper,count,mean_confidence,accuracy.
