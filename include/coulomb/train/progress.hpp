@@ -180,9 +180,7 @@ struct ProgressOptions {
 };
 
 namespace detail {
-using coulomb::detail::append_json_number;  ///< moved to core/json.hpp
-using coulomb::detail::append_json_string;  ///< moved to core/json.hpp
-using coulomb::detail::display_width;       ///< moved to core/printable.hpp
+using coulomb::detail::display_width;  ///< moved to core/printable.hpp
 }  // namespace detail
 
 using coulomb::format_duration;  ///< moved to core/printable.hpp
