@@ -630,9 +630,10 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
 }
 
 #ifdef COULOMB_EXAMPLES_TEXT_EXPERIMENT_INSTANCES
-// The five instantiations are compiled once, in examples/common/text_experiment_instances.cpp
-// (the static library coulomb_text_experiment, which defines this macro for the programs linking
-// it): they cost minutes of optimized compilation, and two programs use them.
+// The instantiations, one per registered map, are compiled once, in
+// examples/common/text_experiment_instances.cpp (the static library coulomb_text_experiment, which
+// defines this macro for the programs linking it): they cost minutes of optimized compilation, and
+// two programs use them.
 extern template TextExperimentResult run_text_experiment_with<coulomb::FavorPlus<float>>(
     const TextExperimentConfig&, const TextExperimentData&, const TextExperimentHooks&);
 extern template TextExperimentResult run_text_experiment_with<coulomb::Porf<float, coulomb::Exp>>(
@@ -642,6 +643,10 @@ run_text_experiment_with<coulomb::Porf<float, coulomb::Softplus>>(const TextExpe
                                                                   const TextExperimentData&,
                                                                   const TextExperimentHooks&);
 extern template TextExperimentResult run_text_experiment_with<coulomb::Porf<float, coulomb::Relu>>(
+    const TextExperimentConfig&, const TextExperimentData&, const TextExperimentHooks&);
+extern template TextExperimentResult run_text_experiment_with<coulomb::Rff<float>>(
+    const TextExperimentConfig&, const TextExperimentData&, const TextExperimentHooks&);
+extern template TextExperimentResult run_text_experiment_with<coulomb::RffCosSin<float>>(
     const TextExperimentConfig&, const TextExperimentData&, const TextExperimentHooks&);
 extern template TextExperimentResult
 run_text_experiment_with<coulomb::SoftmaxFeatures<float, coulomb::SoftmaxForm::plain>>(
@@ -675,12 +680,11 @@ inline std::string variant_name(const TextExperimentConfig& cfg) {
   if (cfg.attention == "softmax") {
     name = "softmax";
   } else {
-    const std::string map = cfg.feature_map == "favor"           ? "FAVOR+"
-                            : cfg.feature_map == "porf-exp"      ? "PORF-exp"
-                            : cfg.feature_map == "porf-softplus" ? "PORF-softplus"
-                            : cfg.feature_map == "porf-relu"     ? "PORF-relu"
-                                                                 : "softmaxfeat";
-    name = (cfg.kernel == "learned" ? "Kernel-" : "") + map;
+    const auto record = coulomb::find_feature_map(cfg.feature_map);
+    const std::string_view map = !record                 ? std::string_view(cfg.feature_map)
+                                 : record->label.empty() ? record->key
+                                                         : record->label;
+    name = (cfg.kernel == "learned" ? "Kernel-" : "") + std::string(map);
   }
   if (cfg.tied_qk) name += " Q=K";
   return name;

@@ -38,6 +38,7 @@ struct FeatureMapRecord {
   std::string_view key{};        ///< stable name in files and on command lines
   bool takes_epsilon = false;    ///< ε is an option (PORF-softplus, PORF-relu); else it is 0
   bool takes_bandwidth = false;  ///< the bandwidth σ is an option (RFF); else it is not stored
+  std::string_view label{};      ///< name in tables and reports ("FAVOR+"; the key when empty)
 };
 
 /// One row of the registry: the map type `Map`, built from options of type `Options` (a struct
@@ -54,15 +55,17 @@ struct FeatureMapEntry : FeatureMapRecord {
 /// feature_map_names.
 template <RealScalar S>
 inline constexpr std::tuple feature_map_registry{
-    FeatureMapEntry<FavorPlus<S>, FavorOptions>{{.key = "favor"}},
-    FeatureMapEntry<Porf<S, Exp>, PorfOptions>{{.key = "porf-exp"}},
+    FeatureMapEntry<FavorPlus<S>, FavorOptions>{{.key = "favor", .label = "FAVOR+"}},
+    FeatureMapEntry<Porf<S, Exp>, PorfOptions>{{.key = "porf-exp", .label = "PORF-exp"}},
     FeatureMapEntry<Porf<S, Softplus>, PorfOptions>{
-        {.key = "porf-softplus", .takes_epsilon = true}},
-    FeatureMapEntry<Porf<S, Relu>, PorfOptions>{{.key = "porf-relu", .takes_epsilon = true}},
+        {.key = "porf-softplus", .takes_epsilon = true, .label = "PORF-softplus"}},
+    FeatureMapEntry<Porf<S, Relu>, PorfOptions>{
+        {.key = "porf-relu", .takes_epsilon = true, .label = "PORF-relu"}},
     FeatureMapEntry<SoftmaxFeatures<S, SoftmaxForm::plain>, SoftmaxFeatureOptions>{
-        {.key = "softmax-feat"}},
-    FeatureMapEntry<Rff<S>, RffOptions>{{.key = "rff", .takes_bandwidth = true}},
-    FeatureMapEntry<RffCosSin<S>, RffOptions>{{.key = "rff-cos-sin", .takes_bandwidth = true}}};
+        {.key = "softmax-feat", .label = "softmaxfeat"}},
+    FeatureMapEntry<Rff<S>, RffOptions>{{.key = "rff", .takes_bandwidth = true, .label = "RFF"}},
+    FeatureMapEntry<RffCosSin<S>, RffOptions>{
+        {.key = "rff-cos-sin", .takes_bandwidth = true, .label = "RFF-cos-sin"}}};
 
 namespace detail {
 
