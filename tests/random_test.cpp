@@ -5,8 +5,12 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
+#include <map>
+#include <numeric>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "test_support.hpp"
@@ -463,6 +467,54 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_FloatAndDoubleShareParticles", "[random][
     // Both consumed the generator identically.
     CHECK(rf == rd);
   }
+}
+
+TEST_CASE("Shuffle_IsFisherYatesFromTheBackAndUniform", "[random]") {
+  // The exact stream: entry i − 1 swaps with uniform_index(i) for i = n … 2 (the batch orders,
+  // folds and minibatch orders of every saved result depend on it).
+  coulomb::Rng a(77), b(77);
+  std::vector<int> v(10), reference(10);
+  std::iota(v.begin(), v.end(), 0);
+  std::iota(reference.begin(), reference.end(), 0);
+  coulomb::shuffle(std::span<int>(v), a);
+  for (std::size_t i = reference.size(); i > 1; --i)
+    std::swap(reference[i - 1], reference[coulomb::uniform_index(i, b)]);
+  CHECK(v == reference);
+  CHECK(a() == b());
+  // Every permutation of three entries about equally often: 60,000 draws, each count within
+  // 5 standard deviations of 10,000.
+  std::map<std::vector<int>, int> counts;
+  for (int t = 0; t < 60000; ++t) {
+    std::vector<int> w{0, 1, 2};
+    coulomb::shuffle(std::span<int>(w), a);
+    ++counts[w];
+  }
+  REQUIRE(counts.size() == 6);
+  for (const auto& [perm, c] : counts) CHECK(std::abs(c - 10000) < 5 * std::sqrt(60000.0 * 5 / 36));
+}
+
+TEST_CASE("PartialShuffle_DrawsASampleWithoutReplacement", "[random]") {
+  coulomb::Rng a(5), b(5);
+  std::vector<int> v(20), reference(20);
+  std::iota(v.begin(), v.end(), 0);
+  std::iota(reference.begin(), reference.end(), 0);
+  coulomb::partial_shuffle(std::span<int>(v), 7, a);
+  for (std::size_t j = 0; j < 7; ++j)
+    std::swap(reference[j], reference[j + coulomb::uniform_index(reference.size() - j, b)]);
+  CHECK(v == reference);
+  std::vector<int> sorted = v;
+  std::sort(sorted.begin(), sorted.end());
+  for (int i = 0; i < 20; ++i) CHECK(sorted[static_cast<std::size_t>(i)] == i);  // a permutation
+  // Each entry lands in the sample with probability k/n = 7/20: 20,000 draws.
+  std::vector<int> hits(20, 0);
+  for (int t = 0; t < 20000; ++t) {
+    std::vector<int> w(20);
+    std::iota(w.begin(), w.end(), 0);
+    coulomb::partial_shuffle(std::span<int>(w), 7, a);
+    for (std::size_t j = 0; j < 7; ++j) ++hits[static_cast<std::size_t>(w[j])];
+  }
+  const double mean = 20000.0 * 7 / 20, sd = std::sqrt(20000.0 * 0.35 * 0.65);
+  for (int h : hits) CHECK(std::abs(h - mean) < 5 * sd);
 }
 
 }  // namespace random_test

@@ -25,6 +25,8 @@
 #include <limits>
 #include <numbers>
 #include <random>
+#include <span>
+#include <utility>
 
 #include "config.hpp"
 #include "error.hpp"
@@ -195,6 +197,23 @@ std::uint64_t uniform_index(std::uint64_t n, G& g) {
   std::uint64_t r = detail::random_bits64(g);
   while (r > limit) r = detail::random_bits64(g);
   return r % n;
+}
+
+/// Shuffles `v` in place by Fisher–Yates from the back (entry i − 1 swaps with a uniform index
+/// in [0, i), for i = n … 2): every permutation equally likely, the same on every platform for
+/// the same generator state.
+template <typename T, std::uniform_random_bit_generator G>
+void shuffle(std::span<T> v, G& rng) {
+  for (std::size_t i = v.size(); i > 1; --i)
+    std::swap(v[i - 1], v[static_cast<std::size_t>(uniform_index(i, rng))]);
+}
+
+/// Partial Fisher–Yates from the front: afterwards v[0 … k) is a uniform sample of the entries
+/// without replacement, in random order (entry j swaps with a uniform index in [j, n)). k ≤ n.
+template <typename T, std::uniform_random_bit_generator G>
+void partial_shuffle(std::span<T> v, std::size_t k, G& rng) {
+  for (std::size_t j = 0; j < k && j < v.size(); ++j)
+    std::swap(v[j], v[j + static_cast<std::size_t>(uniform_index(v.size() - j, rng))]);
 }
 
 }  // namespace coulomb

@@ -176,10 +176,7 @@ inline PairOverlapMoments pair_overlap_moments(const EncodedDataset& data) {
 /// result is the same on every platform for the same generator state.
 template <typename T, std::uniform_random_bit_generator G>
 void shuffle_in_place(std::vector<T>& v, G& rng) {
-  for (std::size_t k = v.size(); k > 1; --k) {
-    const auto j = static_cast<std::size_t>(uniform_index(k, rng));
-    std::swap(v[k - 1], v[j]);
-  }
+  shuffle(std::span<T>(v), rng);
 }
 
 /// Options of Batcher.

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -63,10 +64,7 @@ template <std::uniform_random_bit_generator G>
 void choose_positions(std::size_t n, std::size_t k, std::vector<std::size_t>& out, G& rng) {
   out.resize(n);
   std::iota(out.begin(), out.end(), std::size_t{0});
-  for (std::size_t j = 0; j < k; ++j) {
-    const auto r = j + static_cast<std::size_t>(uniform_index(n - j, rng));
-    std::swap(out[j], out[r]);
-  }
+  partial_shuffle(std::span<std::size_t>(out), k, rng);
   out.resize(k);
 }
 

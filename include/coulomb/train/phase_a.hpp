@@ -207,11 +207,7 @@ inline std::vector<Index> subsample_indices(Index n, Index count, Rng& rng) {
   std::vector<Index> all(static_cast<std::size_t>(n));
   for (Index i = 0; i < n; ++i) all[static_cast<std::size_t>(i)] = i;
   if (count <= 0 || count >= n) return all;
-  // Partial Fisher–Yates: the first `count` entries become a uniform sample.
-  for (Index i = 0; i < count; ++i) {
-    const Index j = i + static_cast<Index>(uniform_index(static_cast<std::uint64_t>(n - i), rng));
-    std::swap(all[static_cast<std::size_t>(i)], all[static_cast<std::size_t>(j)]);
-  }
+  partial_shuffle(std::span<Index>(all), static_cast<std::size_t>(count), rng);
   all.resize(static_cast<std::size_t>(count));
   std::sort(all.begin(), all.end());
   return all;
