@@ -116,6 +116,16 @@ TEST_CASE("AlignmentEnergy_PhaseGradientMatchesFiniteDifferences", "[particles][
     const Mat fd_batch = finite_difference(
         [&](const Mat& t) { return energy.evaluate_with_gradient(t, 5, 12, other); }, theta);
     CHECK(coulomb_test::rel_diff(batch_gradient, fd_batch) < 1e-6);
+    // Float agrees with double (the same particles, rounded).
+    using MapF = coulomb::Rff<float>;
+    const coulomb::Matrix<float> theta_f = theta.cast<float>();
+    MapF map_f(theta_f.leftCols(d), theta_f.col(d), {.bandwidth = 0.8});
+    coulomb::AlignmentEnergy<MapF> energy_f(map_f, X.cast<float>(),
+                                            coulomb::binary_targets<float>(labels),
+                                            {.centre = centre, .learn_phases = true});
+    coulomb::Matrix<float> gradient_f;
+    energy_f.evaluate_with_gradient(theta_f, gradient_f);
+    CHECK(coulomb_test::rel_diff(gradient_f, gradient) < coulomb_test::tol<float>::loose);
   }
 }
 

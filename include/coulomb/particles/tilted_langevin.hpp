@@ -53,10 +53,10 @@ namespace coulomb {
 /// Options of TiltedLangevin. The defaults were chosen on development splits cut from the
 /// training data of the synthetic tasks and of Sinha & Duchi's example (docs/particles.md).
 struct TiltedLangevinOptions {
-  Index max_iterations =
-      1000;            ///< number of steps (a callback such as EnergyPlateau may stop it earlier)
-  double beta = 16.0;  ///< relative inverse temperature β: β_eff = β / s
-  double step = 0.05;  ///< h, the step in units of the base measure (u = P^{−1/2}θ)
+  /// Largest number of steps (a callback such as EnergyPlateau may stop the run earlier).
+  Index max_iterations = 1000;
+  double beta = 16.0;       ///< relative inverse temperature β: β_eff = β / s
+  double step = 0.05;       ///< h, the step in units of the base measure (u = P^{−1/2}θ)
   double base_scale = 1.0;  ///< σ_ω, the standard deviation of the base draw's frequencies
   Index phase_columns = 0;  ///< trailing columns of the particles that are phases
   Index batch_size = 0;     ///< minibatch size; 0 = full batch
@@ -160,6 +160,7 @@ class TiltedLangevin {
 
     Matrix<Scalar> drift(particles.rows(), particles.cols());
     Matrix<Scalar> noise(particles.rows(), particles.cols());
+    Vector<Scalar> norms(particles.rows());
     // P^{1/2}: σ_ω on the frequency columns, 1 on the phases.
     RowVector<Scalar> root_p = RowVector<Scalar>::Ones(particles.cols());
     root_p.head(d_omega).setConstant(static_cast<Scalar>(sigma));
@@ -205,7 +206,7 @@ class TiltedLangevin {
       drift.array().rowwise() *= root_p.array();
       if (options_.noise)
         drift.leftCols(d_omega) -= particles.leftCols(d_omega) / static_cast<Scalar>(sigma);
-      const Vector<Scalar> norms = drift.rowwise().norm();
+      norms.noalias() = drift.rowwise().norm();
       drift.array().colwise() *= (Scalar(1) + h * norms.array()).inverse();
       drift *= h;
       if (options_.noise) {
