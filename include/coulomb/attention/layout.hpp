@@ -12,6 +12,7 @@
 /// attention problem ("task").
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@
 
 #include "../core/check.hpp"
 #include "../core/config.hpp"
+#include "../core/parallel.hpp"
 
 namespace coulomb {
 
@@ -85,6 +87,70 @@ struct AttentionDims {
   bool operator==(const AttentionDims&) const = default;
 };
 
+/// How one call is cut into work: tasks into blocks of rows, each task into parts for the
+/// threads (AttentionOptions::block_size, sequence_parts, num_threads).
+struct AttentionSchedule {
+  AttentionDims dims;  ///< the sizes of the call
+  Index block = 0;     ///< rows per block C
+  Index blocks = 0;    ///< ⌈L / C⌉
+  Index parts = 1;     ///< parts per task P
+  int threads = 1;     ///< threads T
+  /// Rows of block c.
+  Index rows(Index c) const noexcept { return std::min(block, dims.length - c * block); }
+  /// First block of part p (p = parts: one past the last block).
+  Index part_begin(Index p) const noexcept { return p * blocks / parts; }
+};
+
+/// The schedule of a call of sizes `dims`; `default_block` is used when options.block_size is
+/// 0. Parts: as set, or 1 when there are at least as many tasks as threads and one per thread
+/// otherwise; never more than the blocks.
+inline AttentionSchedule attention_schedule(const AttentionOptions& options,
+                                            const AttentionDims& dims, Index default_block) {
+  AttentionSchedule s;
+  s.dims = dims;
+  s.block = options.block_size > 0 ? options.block_size : default_block;
+  s.blocks = dims.length == 0 ? 0 : (dims.length + s.block - 1) / s.block;
+  s.threads = resolve_threads(options.num_threads);
+  Index parts = options.sequence_parts;
+  if (parts == 0) parts = dims.tasks() >= s.threads ? 1 : s.threads;
+  s.parts = std::max<Index>(1, std::min(parts, s.blocks));
+  return s;
+}
+
+/// One (sequence, head) task t = b·H + h of a call: views of its rows of Q, K and V.
+template <typename Scalar>
+struct AttentionTask {
+  Eigen::Ref<const Matrix<Scalar>> q;  ///< L × d_k
+  Eigen::Ref<const Matrix<Scalar>> k;  ///< L × d_k
+  Eigen::Ref<const Matrix<Scalar>> v;  ///< L × d_v
+  const bool* valid;                   ///< the task's L mask entries, or nullptr
+  Index row0;                          ///< b·L, the task's first row
+  Index head;                          ///< h
+
+  /// The task's L × width block of a (B·L) × (H·width) matrix (Out, dOut, a gradient).
+  template <typename M>
+  auto block_of(M& matrix, Index width) const {
+    return matrix.block(row0, head * width, q.rows(), width);
+  }
+};
+
+/// The views of task t.
+template <typename Scalar>
+AttentionTask<Scalar> attention_task(const Eigen::Ref<const Matrix<Scalar>>& Q,
+                                     const Eigen::Ref<const Matrix<Scalar>>& K,
+                                     const Eigen::Ref<const Matrix<Scalar>>& V,
+                                     const PaddingMask* mask, const AttentionDims& d, Index t) {
+  const Index b = t / d.heads;
+  const Index h = t % d.heads;
+  const Index r0 = b * d.length;
+  return AttentionTask<Scalar>{Q.block(r0, h * d.dk, d.length, d.dk),
+                               K.block(r0, h * d.dk, d.length, d.dk),
+                               V.block(r0, h * d.dv, d.length, d.dv),
+                               mask ? mask->data() + b * d.length : nullptr,
+                               r0,
+                               h};
+}
+
 /// Checks the shapes and values of Q, K, V (and the mask) and returns the sizes. `expected_dk`
 /// is the feature map's input dimension, or 0 when any d_k is allowed.
 template <typename Scalar>
@@ -125,6 +191,29 @@ AttentionDims check_attention_inputs(const std::string& where,
   require_finite(V, where, "V");
   return dims;
 }
+
+/// What a workspace records of the last forward, so that backward refuses a workspace that
+/// holds no forward of its inputs.
+struct ForwardRecord {
+  AttentionDims dims;   ///< the sizes of the forward
+  bool masked = false;  ///< whether it had a padding mask
+  bool valid = false;   ///< whether a forward completed since the workspace was last reset
+
+  /// Records a completed forward.
+  void set(const AttentionDims& forward_dims, const PaddingMask* mask) noexcept {
+    dims = forward_dims;
+    masked = mask != nullptr;
+    valid = true;
+  }
+
+  /// Throws invalid_argument naming 'ws' unless the recorded forward had these sizes and mask.
+  void require_matches(const std::string& where, const AttentionDims& backward_dims,
+                       const PaddingMask* mask) const {
+    require(valid && dims == backward_dims && masked == (mask != nullptr), where,
+            "argument 'ws' holds no forward pass of these inputs; call forward(Q, K, V, ...) "
+            "with the same workspace first");
+  }
+};
 
 /// Checks Out and dOut of a backward call against the forward sizes.
 template <typename Scalar>

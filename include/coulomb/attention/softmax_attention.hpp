@@ -30,7 +30,8 @@
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "../core/error.hpp"
-#include "detail_parallel.hpp"
+#include "../core/parallel.hpp"
+#include "attention_base.hpp"
 #include "layout.hpp"
 
 namespace coulomb {
@@ -54,98 +55,50 @@ class SoftmaxAttentionWorkspace {
   };
   std::vector<Scratch> scratch_;
   std::vector<Matrix<Scalar>> part_dk_, part_dv_;
-  Matrix<Scalar> lse_;  // L × tasks
-  detail::AttentionDims saved_dims_;
-  bool saved_valid_ = false;
-  bool saved_masked_ = false;
+  Matrix<Scalar> lse_;             // L × tasks
+  detail::ForwardRecord forward_;  // the last forward, whose ℓ are in lse_
 };
 
-/// Exact softmax attention with the layout and options of LinearAttention.
+/// Exact softmax attention with the layout, options and interface of LinearAttention.
 template <RealScalar ScalarT>
-class SoftmaxAttention {
+class SoftmaxAttention
+    : public AttentionBase<SoftmaxAttention<ScalarT>, ScalarT, SoftmaxAttentionWorkspace<ScalarT>> {
+  using Base =
+      AttentionBase<SoftmaxAttention<ScalarT>, ScalarT, SoftmaxAttentionWorkspace<ScalarT>>;
+  friend Base;
+
  public:
-  using Scalar = ScalarT;                               ///< float or double
-  using MatrixType = Matrix<Scalar>;                    ///< dense column-major matrix
-  using VectorType = Vector<Scalar>;                    ///< dense column vector
-  using ConstRef = Eigen::Ref<const MatrixType>;        ///< how inputs are taken (no copy)
-  using Workspace = SoftmaxAttentionWorkspace<Scalar>;  ///< reusable buffers
-  using Gradients = AttentionGradients<Scalar>;         ///< what backward fills
+  using typename Base::ConstRef;
+  using typename Base::MatrixType;
+  using typename Base::Scalar;
+  using typename Base::VectorType;
 
   /// Softmax attention with the given options (omega_gradient is ignored).
-  explicit SoftmaxAttention(AttentionOptions options = {}) : options_(options) {
-    detail::check_attention_options("coulomb::SoftmaxAttention::constructor", options_);
-  }
-
-  /// The options.
-  const AttentionOptions& options() const noexcept { return options_; }
-  /// Number of heads H.
-  Index num_heads() const noexcept { return options_.num_heads; }
-
-  /// Out = softmax attention of Q, K, V for `batch` sequences; Out resized to (B·L) × (H·d_v).
-  void forward(const ConstRef& Q, const ConstRef& K, const ConstRef& V, MatrixType& Out,
-               Workspace& ws, Index batch = 1) const {
-    forward_impl(Q, K, V, batch, nullptr, Out, ws);
-  }
-
-  /// The same with a padding mask (L × B; true = token).
-  void forward(const ConstRef& Q, const ConstRef& K, const ConstRef& V, const PaddingMask& mask,
-               MatrixType& Out, Workspace& ws) const {
-    forward_impl(Q, K, V, mask.cols() > 0 ? mask.cols() : 1, &mask, Out, ws);
-  }
-
-  /// Out as a new matrix.
-  MatrixType forward(const ConstRef& Q, const ConstRef& K, const ConstRef& V,
-                     Index batch = 1) const {
-    MatrixType Out;
-    Workspace ws;
-    forward(Q, K, V, Out, ws, batch);
-    return Out;
-  }
-
-  /// Gradients given dOut = ∂L/∂Out; Out must come from forward() on the same inputs with the
-  /// same workspace. grads.dOmega is cleared.
-  void backward(const ConstRef& Q, const ConstRef& K, const ConstRef& V, const ConstRef& Out,
-                const ConstRef& dOut, Gradients& grads, Workspace& ws, Index batch = 1) const {
-    backward_impl(Q, K, V, batch, nullptr, Out, dOut, grads, ws);
-  }
-
-  /// The same with a padding mask.
-  void backward(const ConstRef& Q, const ConstRef& K, const ConstRef& V, const PaddingMask& mask,
-                const ConstRef& Out, const ConstRef& dOut, Gradients& grads, Workspace& ws) const {
-    backward_impl(Q, K, V, mask.cols() > 0 ? mask.cols() : 1, &mask, Out, dOut, grads, ws);
-  }
+  explicit SoftmaxAttention(AttentionOptions options = {})
+      : Base("coulomb::SoftmaxAttention::constructor", options) {}
 
  private:
+  static constexpr const char* class_name = "coulomb::SoftmaxAttention";
   static constexpr Scalar inf = std::numeric_limits<Scalar>::infinity();
 
-  struct Plan {
-    detail::AttentionDims dims;
-    Scalar s2 = 1;     // score scale s²
-    Index block = 0;   // query rows per block
-    Index blocks = 0;  // ⌈L / block⌉
-    Index parts = 1;
-    int threads = 1;
+  struct Plan : detail::AttentionSchedule {
+    Scalar s2 = 1;              // score scale s²
     bool check_scores = false;  // the scores may overflow: check them (see scores_may_overflow)
   };
 
   Plan make_plan(const std::string& where, const detail::AttentionDims& dims) const {
     Plan p;
-    p.dims = dims;
-    const double s = detail::attention_input_scale(where, options_, dims.dk);
+    // 128 query rows per block: fewer rows make the two GEMMs per block too thin, even though
+    // the block of scores (128 × L) then outgrows the L2 cache at large L (measured in
+    // docs/benchmarks.md, "Attention").
+    static_cast<detail::AttentionSchedule&>(p) =
+        detail::attention_schedule(this->options_, dims, 128);
+    const double s = detail::attention_input_scale(where, this->options_, dims.dk);
     p.s2 = static_cast<Scalar>(s * s);
-    // 128 query rows per block: fewer rows make the two GEMMs per block too thin (measured
-    // 1.4–1.9× slower with 16–32 rows at L = 4096–16384), even though the block of scores
-    // (128 × L) then outgrows the L2 cache at large L.
-    p.block = options_.block_size > 0 ? options_.block_size : 128;
-    p.blocks = dims.length == 0 ? 0 : (dims.length + p.block - 1) / p.block;
-    p.threads = detail::resolve_threads(options_.num_threads);
-    Index parts = options_.sequence_parts;
-    if (parts == 0) parts = dims.tasks() >= p.threads ? 1 : p.threads;
-    p.parts = std::max<Index>(1, std::min(parts, p.blocks));
     return p;
   }
 
-  void prepare(Workspace& ws, const Plan& plan) const {
+  void prepare(SoftmaxAttentionWorkspace<Scalar>& ws, const Plan& plan) const {
     const auto T = static_cast<std::size_t>(plan.threads);
     if (ws.scratch_.size() < T) ws.scratch_.resize(T);
     for (std::size_t i = 0; i < T; ++i) {
@@ -174,7 +127,7 @@ class SoftmaxAttention {
   template <typename DQ, typename DK>
   auto scores(const Plan& plan, const Eigen::MatrixBase<DQ>& q, const Eigen::MatrixBase<DK>& k,
               const bool* valid, Index r0, Index n, Index kend,
-              typename Workspace::Scratch& sc) const {
+              typename SoftmaxAttentionWorkspace<Scalar>::Scratch& sc) const {
     auto S = sc.p.topLeftCorner(n, kend);
     S.noalias() = plan.s2 * q.middleRows(r0, n) * k.topRows(kend).transpose();
     if (plan.check_scores && !coulomb::detail::all_finite(S)) {
@@ -187,7 +140,7 @@ class SoftmaxAttention {
          << "); scale them down";
       throw numerical_error(os.str());
     }
-    if (options_.causal) {
+    if (this->options_.causal) {
       for (Index j = r0 + 1; j < kend; ++j) S.col(j).head(std::min(j - r0, n)).setConstant(-inf);
     }
     if (valid) {
@@ -210,7 +163,7 @@ class SoftmaxAttention {
         continue;
       }
       S.col(j).array() = (S.col(j).array() - shift.array()).exp();
-      if (options_.causal && j > r0) S.col(j).head(std::min(j - r0, n)).setZero();
+      if (this->options_.causal && j > r0) S.col(j).head(std::min(j - r0, n)).setZero();
       if (row_sum) *row_sum += S.col(j);
     }
     for (Index i = 0; i < n; ++i) {
@@ -221,15 +174,16 @@ class SoftmaxAttention {
     }
   }
 
-  void forward_impl(const ConstRef& Q, const ConstRef& K, const ConstRef& V, Index batch,
-                    const PaddingMask* mask, MatrixType& Out, Workspace& ws) const {
-    const std::string where = "coulomb::SoftmaxAttention::forward";
-    const auto dims =
-        detail::check_attention_inputs<Scalar>(where, Q, K, V, batch, mask, num_heads(), 0);
-    Plan plan = make_plan(where, dims);
+  /// Queries and keys of any width d_k.
+  static Index required_head_dim() noexcept { return 0; }
+
+  void forward_impl(const detail::AttentionDims& dims, const ConstRef& Q, const ConstRef& K,
+                    const ConstRef& V, const PaddingMask* mask, MatrixType& Out,
+                    SoftmaxAttentionWorkspace<Scalar>& ws) const {
+    Plan plan = make_plan("coulomb::SoftmaxAttention::forward", dims);
     plan.check_scores = scores_may_overflow(plan, Q, K);
     Out.resize(dims.batch * dims.length, dims.heads * dims.dv);
-    ws.saved_valid_ = false;
+    ws.forward_.valid = false;
     prepare(ws, plan);
     ws.lse_.resize(dims.length, dims.tasks());
     const Index units = dims.tasks() * plan.parts;
@@ -238,21 +192,16 @@ class SoftmaxAttention {
     detail::parallel_for(units, plan.threads, [&](Index u, int thread) {
       const Index t = u / plan.parts;
       const Index part = u % plan.parts;
-      const Index b = t / dims.heads;
-      const Index h = t % dims.heads;
-      const Index row0 = b * dims.length;
-      const auto q = Q.block(row0, h * dims.dk, dims.length, dims.dk);
-      const auto k = K.block(row0, h * dims.dk, dims.length, dims.dk);
-      const auto v = V.block(row0, h * dims.dv, dims.length, dims.dv);
-      auto out = Out.block(row0, h * dims.dv, dims.length, dims.dv);
-      const bool* valid = mask ? mask->data() + b * dims.length : nullptr;
+      const auto tk = detail::attention_task<Scalar>(Q, K, V, mask, dims, t);
+      const bool* valid = tk.valid;
+      auto out = tk.block_of(Out, dims.dv);
       auto& sc = ws.scratch_[static_cast<std::size_t>(thread)];
       auto lse = ws.lse_.col(t);
       for (Index qb = part; qb < plan.blocks; qb += plan.parts) {
         const Index r0 = qb * plan.block;
-        const Index n = std::min(plan.block, dims.length - r0);
-        const Index kend = options_.causal ? r0 + n : dims.length;
-        auto S = scores(plan, q, k, valid, r0, n, kend, sc);
+        const Index n = plan.rows(qb);
+        const Index kend = this->options_.causal ? r0 + n : dims.length;
+        auto S = scores(plan, tk.q, tk.k, valid, r0, n, kend, sc);
         sc.row_max = S.col(0);
         for (Index j = 1; j < kend; ++j) sc.row_max = sc.row_max.cwiseMax(S.col(j));
         // Queries without any key (or padded) get the shift +∞: their row becomes 0.
@@ -260,7 +209,7 @@ class SoftmaxAttention {
           if (sc.row_max(i) == -inf || (valid && !valid[r0 + i])) sc.row_max(i) = inf;
         sc.row_sum.setZero(n);
         exponentiate(S, sc.row_max, valid, r0, &sc.row_sum);
-        out.middleRows(r0, n).noalias() = S * v.topRows(kend);
+        out.middleRows(r0, n).noalias() = S * tk.v.topRows(kend);
         for (Index i = 0; i < n; ++i) {
           const Scalar l = sc.row_sum(i);
           if (l > 0) {
@@ -273,22 +222,15 @@ class SoftmaxAttention {
         }
       }
     });
-    ws.saved_dims_ = dims;
-    ws.saved_masked_ = mask != nullptr;
-    ws.saved_valid_ = true;
+    ws.forward_.set(dims, mask);
   }
 
-  void backward_impl(const ConstRef& Q, const ConstRef& K, const ConstRef& V, Index batch,
-                     const PaddingMask* mask, const ConstRef& Out, const ConstRef& dOut,
-                     Gradients& grads, Workspace& ws) const {
+  void backward_impl(const detail::AttentionDims& dims, const ConstRef& Q, const ConstRef& K,
+                     const ConstRef& V, const PaddingMask* mask, const ConstRef& Out,
+                     const ConstRef& dOut, AttentionGradients<Scalar>& grads,
+                     SoftmaxAttentionWorkspace<Scalar>& ws) const {
     const std::string where = "coulomb::SoftmaxAttention::backward";
-    const auto dims =
-        detail::check_attention_inputs<Scalar>(where, Q, K, V, batch, mask, num_heads(), 0);
-    detail::check_attention_outputs<Scalar>(where, dims, Out, dOut);
-    detail::require(
-        ws.saved_valid_ && ws.saved_dims_ == dims && ws.saved_masked_ == (mask != nullptr), where,
-        "argument 'ws' holds no forward pass of these inputs; call forward(Q, K, V, ...) with "
-        "the same workspace first");
+    ws.forward_.require_matches(where, dims, mask);
     Plan plan = make_plan(where, dims);
     plan.check_scores = scores_may_overflow(plan, Q, K);
     prepare(ws, plan);
@@ -302,16 +244,13 @@ class SoftmaxAttention {
       ws.part_dv_.resize(P);
     }
     auto run_task = [&](Index t, Index part, int thread) {
-      const Index b = t / dims.heads;
-      const Index h = t % dims.heads;
-      const Index row0 = b * dims.length;
-      const auto q = Q.block(row0, h * dims.dk, dims.length, dims.dk);
-      const auto k = K.block(row0, h * dims.dk, dims.length, dims.dk);
-      const auto v = V.block(row0, h * dims.dv, dims.length, dims.dv);
-      const auto out = Out.block(row0, h * dims.dv, dims.length, dims.dv);
-      const auto dout = dOut.block(row0, h * dims.dv, dims.length, dims.dv);
-      auto dq = grads.dQ.block(row0, h * dims.dk, dims.length, dims.dk);
-      const bool* valid = mask ? mask->data() + b * dims.length : nullptr;
+      const auto tk = detail::attention_task<Scalar>(Q, K, V, mask, dims, t);
+      const auto& q = tk.q;
+      const auto& k = tk.k;
+      const bool* valid = tk.valid;
+      const auto out = tk.block_of(Out, dims.dv);
+      const auto dout = tk.block_of(dOut, dims.dv);
+      auto dq = tk.block_of(grads.dQ, dims.dk);
       auto& sc = ws.scratch_[static_cast<std::size_t>(thread)];
       const auto lse = ws.lse_.col(t);
       // dK and dV: the gradient blocks themselves, or the part's own sums (reduced later).
@@ -320,16 +259,16 @@ class SoftmaxAttention {
         ws.part_dk_[static_cast<std::size_t>(part)].setZero(dims.length, dims.dk);
         ws.part_dv_[static_cast<std::size_t>(part)].setZero(dims.length, dims.dv);
       }
-      auto dk_all = grads.dK.block(row0, h * dims.dk, dims.length, dims.dk);
-      auto dv_all = grads.dV.block(row0, h * dims.dv, dims.length, dims.dv);
+      auto dk_all = tk.block_of(grads.dK, dims.dk);
+      auto dv_all = tk.block_of(grads.dV, dims.dv);
       for (Index qb = part; qb < plan.blocks; qb += plan.parts) {
         const Index r0 = qb * plan.block;
-        const Index n = std::min(plan.block, dims.length - r0);
-        const Index kend = options_.causal ? r0 + n : dims.length;
+        const Index n = plan.rows(qb);
+        const Index kend = this->options_.causal ? r0 + n : dims.length;
         auto S = scores(plan, q, k, valid, r0, n, kend, sc);
         exponentiate(S, lse.segment(r0, n), valid, r0, nullptr);
         auto dP = sc.dp.topLeftCorner(n, kend);
-        dP.noalias() = dout.middleRows(r0, n) * v.topRows(kend).transpose();
+        dP.noalias() = dout.middleRows(r0, n) * tk.v.topRows(kend).transpose();
         sc.delta = dout.middleRows(r0, n).cwiseProduct(out.middleRows(r0, n)).rowwise().sum();
         for (Index j = 0; j < kend; ++j)
           dP.col(j).array() = S.col(j).array() * (dP.col(j).array() - sc.delta.array());
@@ -352,10 +291,9 @@ class SoftmaxAttention {
       for (Index t = 0; t < dims.tasks(); ++t) {
         detail::parallel_for(plan.parts, plan.threads,
                              [&](Index part, int thread) { run_task(t, part, thread); });
-        const Index row0 = (t / dims.heads) * dims.length;
-        const Index h = t % dims.heads;
-        auto dk_all = grads.dK.block(row0, h * dims.dk, dims.length, dims.dk);
-        auto dv_all = grads.dV.block(row0, h * dims.dv, dims.length, dims.dv);
+        const auto tk = detail::attention_task<Scalar>(Q, K, V, mask, dims, t);
+        auto dk_all = tk.block_of(grads.dK, dims.dk);
+        auto dv_all = tk.block_of(grads.dV, dims.dv);
         for (std::size_t p = 0; p < P; ++p) {
           dk_all += ws.part_dk_[p];
           dv_all += ws.part_dv_[p];
@@ -363,8 +301,6 @@ class SoftmaxAttention {
       }
     }
   }
-
-  AttentionOptions options_;
 };
 
 }  // namespace coulomb

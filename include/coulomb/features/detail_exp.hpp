@@ -18,70 +18,13 @@
 #include <Eigen/Core>
 
 #include "../core/config.hpp"
+#include "../core/exp_kernels.hpp"
 #include "feature_map.hpp"
 
 namespace coulomb::detail {
 
-/// x, or 0 where x is below the smallest normal number (NaN and ∞ pass through unchanged).
-/// Eigen's vectorized exp clamps its argument (near −708 in double; near −87 in float without
-/// AVX), so exp(−1e30) gives a subnormal 5.6e-309 (2.9e-39 in float) instead of 0. A feature
-/// that should vanish, times a feature of order 1, then makes a denominator just above the
-/// zero-denominator guard of attention, whose inverse overflows in the backward pass (and the
-/// value depends on whether the build has FMA). Vectorized: a compare and an and-not.
-template <typename Scalar>
-struct FlushSubnormal {
-  Scalar operator()(Scalar x) const {
-    return x < std::numeric_limits<Scalar>::min() ? Scalar(0) : x;
-  }
-  template <typename Packet>
-  Packet packetOp(const Packet& x) const {
-    namespace ei = Eigen::internal;
-    return ei::pandnot(x, ei::pcmp_lt(x, ei::pset1<Packet>(std::numeric_limits<Scalar>::min())));
-  }
-};
-
-/// exp(x) elementwise with results below the smallest normal number set to 0 (FlushSubnormal):
-/// the exponential of the features and of the attention shifts.
-template <typename D>
-auto exp_flushed(const Eigen::ArrayBase<D>& x) {
-  return x.exp().unaryExpr(FlushSubnormal<typename D::Scalar>{});
-}
-
-}  // namespace coulomb::detail
-
-namespace Eigen::internal {
-/// FlushSubnormal is vectorized (see coulomb::detail::FlushSubnormal).
-template <typename Scalar>
-struct functor_traits<coulomb::detail::FlushSubnormal<Scalar>> {
-  enum { Cost = 2 * NumTraits<Scalar>::AddCost, PacketAccess = packet_traits<Scalar>::HasCmp };
-};
-}  // namespace Eigen::internal
-
-namespace coulomb::detail {
-
-/// Rows per block of the elementwise passes, so that one block of Φ (rows × D) stays in a
-/// 256 KiB share of the L2 cache between the max pass and the exp pass.
-template <typename Scalar>
-Index exp_block_rows(Index output_cols) {
-  const Index bytes = 256 * 1024;
-  const Index rows = bytes / (std::max<Index>(output_cols, 1) * static_cast<Index>(sizeof(Scalar)));
-  return std::max<Index>(16, rows - rows % 16);
-}
-
-/// out(i) = max_j Z(r0 + i, j) over the first m columns (or max_j |Z| when `absolute`),
-/// column by column so that every read is contiguous and vectorized.
-template <typename Scalar, typename Out>
-void block_row_max(const Matrix<Scalar>& Z, Index r0, Index rows, Index m, bool absolute,
-                   Out&& out) {
-  if (absolute) {
-    out = Z.col(0).segment(r0, rows).cwiseAbs();
-    for (Index j = 1; j < m; ++j) out = out.cwiseMax(Z.col(j).segment(r0, rows).cwiseAbs());
-  } else {
-    out = Z.col(0).segment(r0, rows);
-    for (Index j = 1; j < m; ++j) out = out.cwiseMax(Z.col(j).segment(r0, rows));
-  }
-}
-
+/// Phi = the exponential features of X (positive, or hyperbolic [e^{Z}, e^{−Z}]) under the
+/// stabilizer; log_scale (if given) receives the shifts s_i.
 template <typename Scalar, typename D>
 void exp_features(const Eigen::MatrixBase<D>& X, const Matrix<Scalar>& omega, bool hyperbolic,
                   Stabilizer stabilizer, Matrix<Scalar>& Phi, Vector<Scalar>* log_scale) {
@@ -100,8 +43,8 @@ void exp_features(const Eigen::MatrixBase<D>& X, const Matrix<Scalar>& omega, bo
   // Largest exponent of each row before any shift: max_j z_ij (max_j |z_ij| when hyperbolic).
   Vector<Scalar> row_max(stabilizer == Stabilizer::none ? 0 : n);
 
-  // One GEMM for all rows (measured faster than a GEMM per row block here), then the
-  // elementwise passes block by block, so that a block stays in cache between them.
+  // One GEMM for all rows (faster than one per row block), then the elementwise passes block
+  // by block, so that a block stays in cache between them.
   Phi.leftCols(m).noalias() = X * omega.transpose();  // Z
   auto exponentiate = [&](Index r0, Index rows) {
     const auto off = offsets.segment(r0, rows).array();

@@ -17,7 +17,7 @@
 
 #include <Eigen/Core>
 
-#include "detail_exp.hpp"
+#include "../core/exp_kernels.hpp"
 #include "draw.hpp"
 #include "feature_map.hpp"
 

@@ -34,9 +34,9 @@
 
 #include <Eigen/Core>
 
-#include "../attention/detail_parallel.hpp"
 #include "../core/check.hpp"
 #include "../core/config.hpp"
+#include "../core/parallel.hpp"
 #include "../core/random.hpp"
 #include "detail_products.hpp"
 #include "parameter.hpp"

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: MIT
+/// @file attention/detail_linear_causal_backward.hpp
+/// @brief Internal: the backward of causal linear attention of one task, without a stored state
+/// per block (docs/attention.md, "Backward").
+///
+/// The state entering block c is a prefix sum, and its gradient a suffix sum:
+///   sweep A, forward in the blocks: the running state Sz again, and
+///     dΦ_Q = diag(r) gx Szᵀ + W Φ_K,  W = lower(gx [V, 1]ᵀ) ⊙ E;
+///   sweep B, backward in the blocks, carrying acc = ∂L/∂Sz of the later blocks:
+///     dΦ_K = diag(f) [V, 1] accᵀ + Wᵀ Φ_Q,  dV = diag(f) Φ_K acc_S + Aᵀ dnum,
+///     acc ← e^{B_c − B_{c+1}} acc + Φ_Qᵀ diag(r) gx,
+/// with gx_i = [∂L/∂num_i, ∂L/∂den_i] and f_j = e^{s_j − B_{c+1}}.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+
+#include <Eigen/Core>
+
+#include "../core/config.hpp"
+#include "../core/parallel.hpp"
+#include "detail_linear_blocks.hpp"
+#include "detail_linear_causal.hpp"
+#include "linear_workspace.hpp"
+
+namespace coulomb::detail {
+
+/// buf.w = lower([dnum, dden] [V, 1]ᵀ) ⊙ E.
+template <typename Scalar>
+void weighted_value_gradients(Index n, BlockBuffers<Scalar>& buf) {
+  lower_product_times_e(n, buf.gx, buf.vx, buf, buf.w);
+}
+
+/// Moves acc (at shift ref, the state after this block) to the shift B entering the block and
+/// adds the block's queries: acc ← e^{B − ref} acc + Φ_Qᵀ diag(r) [dnum, dden]; ref ← B.
+template <typename Scalar>
+void accumulate_state_gradient(BlockBuffers<Scalar>& buf, Scalar B, Matrix<Scalar>& acc,
+                               Scalar& ref, bool& has) {
+  buf.scaled = buf.gx.array().colwise() * buf.rfac.array();
+  if (has) {
+    const Scalar f = exp_difference(B, ref);
+    if (f != Scalar(1)) acc *= f;
+    acc.noalias() += buf.phi_q.transpose() * buf.scaled;
+  } else {
+    acc.noalias() = buf.phi_q.transpose() * buf.scaled;
+    has = true;
+  }
+  ref = B;
+}
+
+/// The gradient of the state from the queries after each part (parts > 1): parts 1 … P−1 are
+/// split into P pieces each; every piece sums its blocks' Φ_Qᵀ diag(r) [dnum, dden] (reference
+/// shifts as in sweep B), the pieces give each part's sum, then suffix sums give what enters
+/// each part from the parts after it (ws.part_grad_in, ws.part_ref_in, ws.part_has_in).
+template <typename Map, typename Col>
+void suffix_state_gradients(const LinearBlocks<Map>& ops,
+                            const LinearTask<typename Map::Scalar>& tk, const LinearPlan& plan,
+                            LinearWorkspaceData<typename Map::Scalar>& ws,
+                            const TaskGradients<typename Map::Scalar>& views, const Col& inv_den,
+                            const Col& rfac, const Col& block_shift) {
+  using Scalar = typename Map::Scalar;
+  constexpr Scalar neg_inf = -std::numeric_limits<Scalar>::infinity();
+  const Index P = plan.parts;
+  const auto items = static_cast<std::size_t>((P - 1) * P);
+  if (ws.piece_grad.size() < items) {
+    ws.piece_grad.resize(items);
+    ws.piece_ref.resize(items);
+    ws.piece_has.resize(items);
+  }
+  parallel_for((P - 1) * P, plan.threads, [&](Index i, int th) {
+    const auto ui = static_cast<std::size_t>(i);
+    Scalar ref = neg_inf;
+    bool has = false;
+    const auto [c0, c1] = piece_range(plan, 1 + i / P, i % P, P);
+    for_each_block<true>(
+        plan, c0, c1, ws.scratch[static_cast<std::size_t>(th)],
+        [&](Index c, Index r0, Index n, BlockBuffers<Scalar>& buf) {
+          ops.map_queries(tk, r0, n, buf);
+          buf.inv_den = inv_den.segment(r0, n);
+          buf.rfac = rfac.segment(r0, n);
+          ops.output_gradients(views.G.middleRows(r0, n), views.out.middleRows(r0, n), buf);
+          accumulate_state_gradient(buf, block_shift(c), ws.piece_grad[ui], ref, has);
+        });
+    ws.piece_ref[ui] = ref;
+    ws.piece_has[ui] = has ? 1 : 0;
+  });
+  for (Index p = 1; p < P; ++p) {
+    Matrix<Scalar>& acc = ws.part_grad[static_cast<std::size_t>(p)];
+    Scalar ref = neg_inf;
+    bool has = false;
+    for (Index q = P - 1; q >= 0; --q) {
+      const auto ui = static_cast<std::size_t>((p - 1) * P + q);
+      if (!ws.piece_has[ui]) continue;
+      if (has) {
+        acc *= exp_difference(ws.piece_ref[ui], ref);
+        acc += ws.piece_grad[ui];
+      } else {
+        acc = ws.piece_grad[ui];
+        has = true;
+      }
+      ref = ws.piece_ref[ui];
+    }
+    ws.part_ref[static_cast<std::size_t>(p)] = ref;
+  }
+  ws.part_has_in[static_cast<std::size_t>(P - 1)] = 0;
+  for (Index p = P - 2; p >= 0; --p) {
+    const auto up = static_cast<std::size_t>(p);
+    Matrix<Scalar>& in = ws.part_grad_in[up];
+    in = ws.part_grad[up + 1];
+    ws.part_ref_in[up] = ws.part_ref[up + 1];
+    if (ws.part_has_in[up + 1]) {
+      in += exp_difference(ws.part_ref_in[up], ws.part_ref_in[up + 1]) * ws.part_grad_in[up + 1];
+    }
+    ws.part_has_in[up] = 1;
+  }
+}
+
+/// Sweep B on a block with a real key, with acc (when `has`) at the shift `after` of the state
+/// after the block: dΦ_K = diag(f) [V, 1] accᵀ + Wᵀ Φ_Q and dV = diag(f) Φ_K acc_S + Aᵀ dnum,
+/// then dK through the map.
+template <typename Map, typename DK, typename DV>
+void key_gradients(const LinearBlocks<Map>& ops, const LinearTask<typename Map::Scalar>& tk,
+                   const LinearPlan& plan, Index r0, Index n, typename Map::Scalar after,
+                   const Matrix<typename Map::Scalar>& acc, bool has,
+                   BlockBuffers<typename Map::Scalar>& buf, LinearScratch<typename Map::Scalar>& sc,
+                   DK& dK, DV& dV) {
+  const Index dv = plan.dims.dv;
+  ops.load_values(tk, r0, n, dv, buf);
+  if (has) {
+    key_factors(n, after, buf);
+    buf.scaled = buf.vx.array().colwise() * buf.factor.array();
+    buf.dphi.noalias() = buf.scaled * acc.transpose();
+    dV.noalias() = buf.phi_k * acc.leftCols(dv);
+    dV.array().colwise() *= buf.factor.array();
+  } else {
+    buf.dphi.setZero(n, plan.D);
+    dV.setZero();
+  }
+  weighted_value_gradients(n, buf);
+  buf.dphi.noalias() += buf.w.template triangularView<Eigen::Lower>().transpose() * buf.phi_q;
+  intra_block_weights(n, buf);
+  dV.noalias() += buf.a.template triangularView<Eigen::Lower>().transpose() * buf.gx.leftCols(dv);
+  ops.zero_padded_rows(tk, r0, buf.dphi);
+  ops.zero_padded_rows(tk, r0, dV);
+  ops.map_backward(tk, tk.k.middleRows(r0, n), buf.phi_k, buf, sc, dK);
+}
+
+/// Backward of task t (column t of ws.inv_den, ws.rfac and ws.block_shift).
+template <typename Map>
+void causal_backward_task(const LinearBlocks<Map>& ops, const LinearTask<typename Map::Scalar>& tk,
+                          const LinearPlan& plan, LinearWorkspaceData<typename Map::Scalar>& ws,
+                          int thread, Index t, TaskGradients<typename Map::Scalar>& views) {
+  using Scalar = typename Map::Scalar;
+  using Buffers = BlockBuffers<Scalar>;
+  auto inv_den = ws.inv_den.col(t);
+  auto rfac = ws.rfac.col(t);
+  auto block_shift = ws.block_shift.col(t);
+
+  // Sweep A: store 1/den, r and the shift entering each block; dΦ_Q, hence dQ.
+  causal_sweep(ops, tk, plan, ws, thread,
+               [&](Index c, Index r0, Index n, Buffers& buf, LinearScratch<Scalar>& sc,
+                   const KeyState<Scalar>& st, bool any_key) {
+                 block_shift(c) = st.shift;
+                 inv_den.segment(r0, n) = buf.inv_den;
+                 rfac.segment(r0, n) = buf.rfac;
+                 ops.output_gradients(views.G.middleRows(r0, n), views.out.middleRows(r0, n), buf);
+                 buf.scaled = buf.gx.array().colwise() * buf.rfac.array();
+                 buf.dphi.noalias() = buf.scaled * st.sz.transpose();
+                 if (any_key) {
+                   weighted_value_gradients(n, buf);
+                   buf.dphi.noalias() += buf.w.template triangularView<Eigen::Lower>() * buf.phi_k;
+                 }
+                 ops.map_backward(tk, tk.q.middleRows(r0, n), buf.phi_q, buf, sc,
+                                  views.dQ.middleRows(r0, n));
+               });
+
+  if (plan.parts > 1) suffix_state_gradients(ops, tk, plan, ws, views, inv_den, rfac, block_shift);
+
+  // Sweep B: acc = ∂L/∂Sz of the later blocks at the shift `ref` of the state after the
+  // current block; dΦ_K and dV, hence dK and dV.
+  run_parts(plan, thread, [&](Index p, int th) {
+    auto& sc = ws.scratch[static_cast<std::size_t>(th)];
+    Matrix<Scalar>& acc = sc.dsz;
+    Scalar ref = LinearBlocks<Map>::neg_inf;
+    bool has = false;
+    if (plan.parts > 1 && ws.part_has_in[static_cast<std::size_t>(p)]) {
+      acc = ws.part_grad_in[static_cast<std::size_t>(p)];
+      ref = ws.part_ref_in[static_cast<std::size_t>(p)];
+      has = true;
+    }
+    for_each_block<true>(
+        plan, plan.part_begin(p), plan.part_begin(p + 1), sc,
+        [&](Index c, Index r0, Index n, Buffers& buf) {
+          auto dk_rows = views.dK.middleRows(r0, n);
+          auto dv_rows = views.dV.middleRows(r0, n);
+          ops.map_queries(tk, r0, n, buf);
+          buf.inv_den = inv_den.segment(r0, n);
+          ops.output_gradients(views.G.middleRows(r0, n), views.out.middleRows(r0, n), buf);
+          const bool any_key = ops.map_keys_per_row(tk, r0, n, buf);
+          const Scalar after = causal_shifts(n, block_shift(c), any_key, buf);
+          if (!any_key) {
+            dk_rows.setZero();
+            dv_rows.setZero();
+          } else {
+            key_gradients(ops, tk, plan, r0, n, after, acc, has, buf, sc, dk_rows, dv_rows);
+          }
+          accumulate_state_gradient(buf, block_shift(c), acc, ref, has);
+        });
+  });
+}
+
+}  // namespace coulomb::detail
