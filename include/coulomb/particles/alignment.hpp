@@ -24,6 +24,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -178,10 +179,7 @@ class AlignmentEnergy {
   template <std::uniform_random_bit_generator G>
   void shuffle(G& rng) {
     std::iota(order_.begin(), order_.end(), Index{0});
-    for (std::size_t i = order_.size(); i > 1; --i) {
-      const auto j = static_cast<std::size_t>(uniform_index(i, rng));
-      std::swap(order_[i - 1], order_[j]);
-    }
+    coulomb::shuffle(std::span<Index>(order_), rng);
   }
 
   /// Normalized (centred) alignment A(Ω) ∈ [0, 1] on all samples: a metric, larger is better.

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <concepts>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -219,8 +220,7 @@ std::vector<Index> k_fold_assignment(Index n, Index folds, G& rng) {
                       std::to_string(folds));
   std::vector<Index> order(static_cast<std::size_t>(n));
   for (Index i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
-  for (std::size_t i = order.size(); i > 1; --i)
-    std::swap(order[i - 1], order[static_cast<std::size_t>(uniform_index(i, rng))]);
+  shuffle(std::span<Index>(order), rng);
   std::vector<Index> fold(static_cast<std::size_t>(n));
   for (Index r = 0; r < n; ++r)
     fold[static_cast<std::size_t>(order[static_cast<std::size_t>(r)])] = r % folds;
