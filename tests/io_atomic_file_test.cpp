@@ -13,6 +13,8 @@
 
 #include <coulomb/io/atomic_file.hpp>
 
+#include "scratch_dir.hpp"
+
 #if defined(__unix__) || defined(__APPLE__)
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -30,28 +32,7 @@ namespace io_atomic_file_test {
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 using coulomb::io_error;
-
-/// A fresh directory under the temporary directory, removed at the end.
-struct Scratch {
-  fs::path path;
-  explicit Scratch(const std::string& name)
-      : path(fs::temp_directory_path() / ("coulomb_atomic_test_" + name)) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-};
+using Scratch = coulomb_test::ScratchDir;
 
 void write_text(const std::string& path, const std::string& text) {
   coulomb::io::write_file_atomically(path, std::as_bytes(std::span(text.data(), text.size())));

@@ -39,6 +39,7 @@
 #include <coulomb/train/early_stopping.hpp>
 
 #include "fifo_support.hpp"
+#include "scratch_dir.hpp"
 
 // Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
 // compile this file together with others.
@@ -53,28 +54,7 @@ using coulomb::Matrix;
 using coulomb::io::ModelFile;
 using Bytes = std::vector<std::byte>;
 namespace fs = std::filesystem;
-
-/// A fresh, empty directory under the system's temporary directory, removed at the end.
-struct ScratchDir {
-  fs::path path;
-  explicit ScratchDir(const std::string& name) {
-    path = fs::temp_directory_path() / ("coulomb_io_test_" + name);
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  /// Names of the entries of the directory, sorted.
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-};
+using coulomb_test::ScratchDir;
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -34,6 +34,8 @@
 #include <coulomb/text/encoder.hpp>
 #include <coulomb/text/vocabulary.hpp>
 
+#include "scratch_dir.hpp"
+
 // Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
 namespace io_text_model_support {
 
@@ -48,23 +50,7 @@ using coulomb::nn::TextClassifierConfig;
 using FavorModel = TextClassifier<float, coulomb::FavorPlus<float>>;
 using ReluModel = TextClassifier<double, coulomb::Porf<double, coulomb::Relu>>;
 using Bytes = std::vector<std::byte>;
-
-/// A fresh, empty directory under the system's temporary directory, removed at the end.
-struct ScratchDir {
-  fs::path path;
-  explicit ScratchDir(const std::string& name) {
-    path = fs::temp_directory_path() / ("coulomb_text_model_test_" + name);
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using coulomb_test::ScratchDir;
 
 inline const std::vector<std::string> kTexts = {"the movie was great", "a dull , boring film",
                                                 "great acting and a fine story", "not good at all",

@@ -19,12 +19,7 @@ namespace {
 using coulomb::Index;
 using Labels = std::vector<int>;
 
-Eigen::VectorXd column(std::initializer_list<double> values) {
-  Eigen::VectorXd v(static_cast<Index>(values.size()));
-  Index i = 0;
-  for (const double x : values) v(i++) = x;
-  return v;
-}
+using coulomb_test::column;
 
 /// ECE straight from the definition: bins ((m−1)/M, m/M], a confidence of exactly 0 in the
 /// first, confidences and predictions from the rows.

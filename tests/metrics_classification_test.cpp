@@ -18,12 +18,7 @@ namespace {
 using coulomb::Index;
 using Labels = std::vector<int>;
 
-Eigen::VectorXd column(std::initializer_list<double> values) {
-  Eigen::VectorXd v(static_cast<Index>(values.size()));
-  Index i = 0;
-  for (const double x : values) v(i++) = x;
-  return v;
-}
+using coulomb_test::column;
 
 }  // namespace
 

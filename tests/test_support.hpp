@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -28,6 +29,14 @@ template <typename S>
 using Mat = coulomb::Matrix<S>;
 template <typename S>
 using Vec = coulomb::Vector<S>;
+
+/// A column vector of `values`, for test data written inline.
+inline Eigen::VectorXd column(std::initializer_list<double> values) {
+  Eigen::VectorXd v(static_cast<Eigen::Index>(values.size()));
+  Eigen::Index i = 0;
+  for (const double x : values) v(i++) = x;
+  return v;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Seeds

@@ -12,6 +12,7 @@
 #include <coulomb/text/gzip.hpp>
 
 #include "fifo_support.hpp"
+#include "scratch_dir.hpp"
 #include "test_support.hpp"
 
 // Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
@@ -21,33 +22,13 @@ namespace text_reader_test {
 namespace {
 
 using coulomb::Index;
+using coulomb_test::ScratchDir;
 
 const std::string data_dir = COULOMB_TEST_DATA_DIR;
 
 std::string data_file(const std::string& name) {
   return data_dir + "/" + name;
 }
-
-/// A fresh scratch directory for one test, removed at the end.
-struct ScratchDir {
-  std::filesystem::path path;
-  explicit ScratchDir(const std::string& name) {
-    path = std::filesystem::temp_directory_path() /
-           ("coulomb_text_" + name + "_" + std::to_string(coulomb_test::base_seed()));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string write(const std::string& name, const std::string& bytes) const {
-    const auto file = (path / name).string();
-    std::ofstream out(file, std::ios::binary);
-    out << bytes;
-    return file;
-  }
-};
 
 std::string file_bytes(const std::string& path) {
   return coulomb::detail::read_file_bytes(path, "test");

@@ -37,6 +37,7 @@
 #include <coulomb/train/phase_b.hpp>
 #include <coulomb/train/resume.hpp>
 
+#include "scratch_dir.hpp"
 #include "test_support.hpp"
 
 // Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
@@ -58,28 +59,7 @@ using coulomb::train::PhaseAReport;
 using coulomb::train::PhaseBHistory;
 using coulomb::train::PhaseBOptions;
 using Model = coulomb::nn::TextClassifier<float, coulomb::FavorPlus<float>>;
-
-/// A directory of its own for one test (removed at the end), unique per process so that
-/// parallel test processes do not meet.
-struct ScratchDir {
-  fs::path path;
-  explicit ScratchDir(const std::string& name) {
-    long pid = 0;
-#ifdef COULOMB_TRAIN_RESUME_POSIX
-    pid = static_cast<long>(getpid());
-#endif
-    path = fs::temp_directory_path() / ("coulomb_train_resume_" + name + "_" + std::to_string(pid));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const {
-    return (path / name).string();
-  }
-};
+using coulomb_test::ScratchDir;
 
 /// `n` sequences of 2 to 8 tokens from [3, 16); label 1 when token 2 occurs (about half of
 /// them get it once).

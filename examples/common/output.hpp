@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -58,20 +59,6 @@ inline std::optional<std::pair<std::uint64_t, std::uint64_t>> file_identity(
                                                  static_cast<std::uint64_t>(st.st_ino)};
 }
 
-/// 1 or 2 when the existing file at `path` is where standard output or standard error goes,
-/// else 0.
-inline int standard_stream_of(const std::filesystem::path& path) {
-  const auto id = file_identity(path);
-  if (!id) return 0;
-  for (const int fd : {1, 2}) {
-    struct stat st {};
-    if (::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == id->first &&
-        static_cast<std::uint64_t>(st.st_ino) == id->second)
-      return fd;
-  }
-  return 0;
-}
-
 /// Whether `path` names something written as a stream: "-", a FIFO, a character device, or
 /// the file standard output or standard error goes to.
 inline bool is_stream_target(const std::string& path) {
@@ -79,7 +66,7 @@ inline bool is_stream_target(const std::string& path) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (std::filesystem::is_fifo(status) || std::filesystem::is_character_file(status)) return true;
-  return std::filesystem::is_regular_file(status) && standard_stream_of(path) != 0;
+  return std::filesystem::is_regular_file(status) && coulomb::io::standard_stream_of(path) != 0;
 }
 
 /// The absolute path with symbolic links resolved as far as the path exists, for comparing
@@ -91,18 +78,6 @@ inline std::string normal_form(const std::filesystem::path& path) {
   return p.string();
 }
 
-/// Writes all of `bytes` to the open descriptor `fd`; false (errno set) on failure.
-inline bool write_all(int fd, std::string_view bytes) {
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ::ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
 }  // namespace detail
 
 /// Writes `text` to the output `path` (see the file comment): "-" and a file that standard
@@ -112,30 +87,23 @@ inline bool write_all(int fd, std::string_view bytes) {
 /// intact.
 inline void write_output(const std::string& flag, const std::string& path, std::string_view text) {
   const std::string where = flag.empty() ? std::string("output") : flag;
-  auto fail = [&](const std::string& what) {
-    throw coulomb::io_error(where + " '" + path + "': " + what);
+  auto fail = [&](const std::string& what, int err) {
+    throw coulomb::io_error(where + " '" + path + "': " + what + " (" + std::strerror(err) + ")");
   };
-  if (path == "-" || detail::standard_stream_of(path) == 1) {
-    std::cout.flush();
-    if (!detail::write_all(1, text))
-      fail(std::string("write error (") + std::strerror(errno) + ")");
-    return;
-  }
-  if (detail::standard_stream_of(path) == 2) {
-    std::cerr.flush();
-    if (!detail::write_all(2, text))
-      fail(std::string("write error (") + std::strerror(errno) + ")");
+  if (const int fd = path == "-" ? 1 : coulomb::io::standard_stream_of(path)) {
+    (fd == 1 ? std::cout : std::cerr).flush();
+    if (const int err = coulomb::io::detail::write_fully(fd, text.data(), text.size()))
+      fail("write error", err);
     return;
   }
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (std::filesystem::is_fifo(status) || std::filesystem::is_character_file(status)) {
     const int fd = ::open(path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) fail(std::string("cannot open it for writing (") + std::strerror(errno) + ")");
-    const bool ok = detail::write_all(fd, text);
-    const int err = errno;
+    if (fd < 0) fail("cannot open it for writing", errno);
+    const int err = coulomb::io::detail::write_fully(fd, text.data(), text.size());
     ::close(fd);
-    if (!ok) fail(std::string("write error (") + std::strerror(err) + ")");
+    if (err != 0) fail("write error", err);
     return;
   }
   coulomb::io::write_file_atomically(path, std::as_bytes(std::span(text.data(), text.size())),
@@ -167,6 +135,7 @@ class OutputPlan {
   /// nothing when the run may start.
   std::optional<PathProblem> check() const {
     namespace fs = std::filesystem;
+    std::set<std::string> probed;  // directories proved writable: one probe file each
     for (const auto& d : directories_) {
       std::error_code ec;
       if (!fs::is_directory(d.path, ec)) {
@@ -181,6 +150,7 @@ class OutputPlan {
         return PathProblem{
             d.flag, "cannot write into the directory '" + d.path + "'" + system_reason(e.what())};
       }
+      probed.insert(detail::normal_form(d.path));
     }
     for (std::size_t i = 0; i < outputs_.size(); ++i) {
       const Entry& o = outputs_[i];
@@ -191,7 +161,11 @@ class OutputPlan {
         // written as a stream: nothing is created or replaced
       } else {
         try {
-          coulomb::io::check_output_path(o.path, "", o.expected_bytes);
+          // The target's type always; the probe and the free space once per directory.
+          const std::string dir = detail::normal_form(
+              fs::path(coulomb::io::resolve_output_path(o.path, "")).parent_path());
+          if (o.expected_bytes > 0 || probed.insert(dir).second)
+            coulomb::io::check_output_path(o.path, "", o.expected_bytes);
         } catch (const coulomb::io_error& e) {
           return PathProblem{o.flag, strip_where(e.what())};
         }

@@ -307,8 +307,9 @@ inline TextExperimentData load_text_experiment_data(const std::filesystem::path&
 }
 
 /// Checks the settings of `cfg` against `data` before any work: the development split leaves
-/// examples on both sides, --swap-pairs and --pooling pair have sentence pairs, the model's
-/// configuration is valid. Throws TextExperimentError naming the flag.
+/// examples on both sides, --swap-pairs and --pooling pair have sentence pairs. Throws
+/// TextExperimentError naming the flag. (The model's own configuration is checked when the model
+/// is built, before any training.)
 inline void check_text_experiment(const TextExperimentConfig& cfg, const TextExperimentData& data) {
   const auto n = data.train.size();
   const auto n_dev =
@@ -326,9 +327,6 @@ inline void check_text_experiment(const TextExperimentConfig& cfg, const TextExp
     throw TextExperimentError("--pooling", "'pair' needs a sentence-pair dataset, '" +
                                                data.train_path.string() +
                                                "' holds single sentences");
-  if (cfg.d_model % cfg.heads != 0)
-    throw TextExperimentError("--heads", "must divide --d-model (" + std::to_string(cfg.d_model) +
-                                             "), got " + std::to_string(cfg.heads));
 }
 
 /// Runs one cell with feature map type `Map` (float); see the file comment.
@@ -353,7 +351,6 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   const coulomb::TextDataset& validation = data.validation;
   const coulomb::TextColumns& columns = data.columns;
   result.columns = data.columns_name;
-  const auto& train_path = data.train_path;
   if (result.config.max_length <= 0) result.config.max_length = columns.is_pair() ? 128 : 64;
   if (result.config.min_frequency <= 0) result.config.min_frequency = columns.is_pair() ? 1 : 2;
 
@@ -377,8 +374,6 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   for (Index i = 0; i < full_train.size(); ++i)
     (in_dev[static_cast<std::size_t>(i)] ? dev : train)
         .examples.push_back(full_train.examples[static_cast<std::size_t>(i)]);
-  coulomb::detail::require(train.size() > 0 && dev.size() > 0, "text_experiment",
-                           "the development fraction leaves an empty training or development set");
 
   coulomb::VocabularyOptions vocab_options;
   vocab_options.min_frequency = result.config.min_frequency;
@@ -421,10 +416,6 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   mc.train_omega = false;
   mc.tied_qk = cfg.tied_qk;
   mc.use_segments = full_train.is_pair;
-  if (cfg.pooling == "pair" && !full_train.is_pair)
-    coulomb::detail::throw_invalid(
-        "text_experiment", "pooling 'pair' needs a sentence-pair dataset, '" + train_path.string() +
-                               "' holds single sentences");
   const bool pair_head = cfg.pooling == "pair" || (cfg.pooling == "auto" && full_train.is_pair);
   mc.pooling = pair_head ? coulomb::nn::PoolingKind::pair : coulomb::nn::PoolingKind::mean;
   mc.pair_hidden = pair_head ? cfg.pair_hidden : 0;

@@ -69,6 +69,22 @@ inline std::string errno_text(int err) {
   return err != 0 ? std::string(" (") + std::strerror(err) + ")" : std::string();
 }
 
+#ifdef COULOMB_IO_POSIX
+/// Writes all `size` bytes at `data` to the descriptor `fd`, retrying short writes and
+/// interrupted calls. Returns 0, or the errno of the failing write.
+inline int write_fully(int fd, const void* data, std::size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ::ssize_t n = ::write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+#endif
+
 /// What kind of file `status` describes, for messages ("a character device").
 inline std::string file_kind_name(const std::filesystem::file_status& status) {
   namespace fs = std::filesystem;
@@ -110,6 +126,24 @@ inline std::filesystem::path follow_links(const std::filesystem::path& path,
 
 }  // namespace detail
 
+/// 1 when the existing file at `path` (links followed) is where this process's standard output
+/// goes, 2 for standard error, 0 otherwise (or without POSIX). /dev/stdout of a process whose
+/// output is redirected to a file names that file.
+inline int standard_stream_of(const std::string& path) {
+#ifdef COULOMB_IO_POSIX
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  for (const int fd : {1, 2}) {
+    struct stat stream {};
+    if (::fstat(fd, &stream) == 0 && stream.st_dev == st.st_dev && stream.st_ino == st.st_ino)
+      return fd;
+  }
+#else
+  (void)path;
+#endif
+  return 0;
+}
+
 /// Where a write to `path` goes: `path` itself, or, when it is a symbolic link, the file the
 /// link names (followed through a chain of links). That file must be a regular file or absent;
 /// anything else is refused with io_error "where: 'path': is a character device, not a regular
@@ -131,21 +165,12 @@ inline std::string resolve_output_path(
     detail::throw_file_error(where, path, what + ", not a regular file: it is never replaced");
   }
   const fs::path target = detail::follow_links(fs::path(path), where);
-#ifdef COULOMB_IO_POSIX
-  // /dev/stdout of a process whose output goes to a file names that file: replacing it would
-  // destroy what was printed. Such a target is refused; write to the stream instead.
-  struct stat st {};
-  if (fs::exists(status) && ::stat(target.c_str(), &st) == 0) {
-    for (const int fd : {1, 2}) {
-      struct stat stream {};
-      if (::fstat(fd, &stream) == 0 && stream.st_dev == st.st_dev && stream.st_ino == st.st_ino)
-        detail::throw_file_error(where, path,
-                                 std::string("is the same file as the standard ") +
-                                     (fd == 1 ? "output" : "error") +
-                                     " of this process: it is never replaced");
-    }
-  }
-#endif
+  // Replacing the file stdout goes to would destroy what was printed: write to the stream.
+  if (const int fd = fs::exists(status) ? standard_stream_of(target.string()) : 0)
+    detail::throw_file_error(where, path,
+                             std::string("is the same file as the standard ") +
+                                 (fd == 1 ? "output" : "error") +
+                                 " of this process: it is never replaced");
   return target.string();
 }
 
@@ -201,20 +226,10 @@ class TemporaryFile {
 
   /// Writes all of `bytes`, retrying short writes and interrupted calls.
   void write(std::span<const std::byte> bytes) {
-    const std::byte* p = bytes.data();
-    std::size_t left = bytes.size();
-    while (left > 0) {
-      const ::ssize_t n = ::write(fd_, p, left);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        const int err = errno;
-        throw_file_error(where_, target_,
-                         "write error on the temporary file '" + path_ + "'" + errno_text(err) +
-                             "; the previous file is untouched");
-      }
-      p += n;
-      left -= static_cast<std::size_t>(n);
-    }
+    if (const int err = write_fully(fd_, bytes.data(), bytes.size()))
+      throw_file_error(where_, target_,
+                       "write error on the temporary file '" + path_ + "'" + errno_text(err) +
+                           "; the previous file is untouched");
   }
 
   /// fsync, close, rename over the target, fsync the directory.
@@ -386,16 +401,7 @@ inline void check_output_path(const std::string& path,
         where, path,
         "cannot create a file in the directory '" + dir.string() + "'" + detail::errno_text(err));
   }
-  int err = 0;
-  std::size_t left = zeros.size();
-  while (left > 0 && err == 0) {
-    const ::ssize_t n = ::write(fd, zeros.data() + (zeros.size() - left), left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
-      err = errno;
-    else
-      left -= static_cast<std::size_t>(n);
-  }
+  int err = detail::write_fully(fd, zeros.data(), zeros.size());
   if (err == 0 && ::fsync(fd) != 0) err = errno;
   ::close(fd);
   ::unlink(probe.c_str());

@@ -72,6 +72,52 @@ inline Vector<double> ridge_solve(const Matrix<double>& gram, const Vector<doubl
   return llt.solve(rhs);
 }
 
+/// The ±1 targets of `labels` for a fit on Φ, after checking Φ: one row per label, at least one
+/// column, finite entries.
+template <typename DP, typename DL>
+Vector<double> fit_targets(const Eigen::MatrixBase<DP>& Phi, const Eigen::MatrixBase<DL>& labels,
+                           std::string_view where) {
+  Vector<double> y = signed_labels(labels, where);
+  require(Phi.rows() == y.size(), where,
+          "argument 'Phi' has " + std::to_string(Phi.rows()) + " rows, expected " +
+              std::to_string(y.size()) + " (one per label)");
+  require(Phi.cols() >= 1, where, "argument 'Phi' has no columns");
+  require_finite(Phi, where, "Phi");
+  return y;
+}
+
+/// ΦᵀΦ, both triangles.
+inline Matrix<double> gram_matrix(const Matrix<double>& phi) {
+  Matrix<double> gram = Matrix<double>::Zero(phi.cols(), phi.cols());
+  gram.selfadjointView<Eigen::Lower>().rankUpdate(phi.transpose());
+  gram.triangularView<Eigen::StrictlyUpper>() = gram.transpose();
+  return gram;
+}
+
+/// φ(x_i)ᵀw + b for every row of Φ (a fitted linear classifier).
+template <typename DP>
+Vector<double> linear_decision(const Eigen::MatrixBase<DP>& Phi, const Vector<double>& weights,
+                               double intercept, std::string_view where) {
+  require(weights.size() > 0, where, "the classifier is not fitted");
+  require_cols(Phi, weights.size(), where, "Phi");
+  return (Phi.template cast<double>() * weights).array() + intercept;
+}
+
+/// Fraction of the rows of Φ whose predicted label (1 when `classifier`'s decision is > 0)
+/// matches `labels`; the labels and Φ's rows are checked first.
+template <typename C, typename DP, typename DL>
+double decision_accuracy(const C& classifier, const Eigen::MatrixBase<DP>& Phi,
+                         const Eigen::MatrixBase<DL>& labels, std::string_view where) {
+  const Vector<double> y = signed_labels(labels, where);
+  require(Phi.rows() == y.size(), where,
+          "argument 'Phi' has " + std::to_string(Phi.rows()) + " rows, expected " +
+              std::to_string(y.size()) + " (one per label)");
+  const Vector<double> f = classifier.decision_function(Phi);
+  Index correct = 0;
+  for (Index i = 0; i < y.size(); ++i) correct += (f(i) > 0.0) == (y(i) > 0.0);
+  return static_cast<double>(correct) / static_cast<double>(y.size());
+}
+
 }  // namespace detail
 
 /// Ridge-regression classifier on features: decision φ(x)ᵀw + b, label 1 when it is > 0.
@@ -93,21 +139,14 @@ class RidgeClassifier {
   template <typename DP, typename DL>
   RidgeClassifier& fit(const Eigen::MatrixBase<DP>& Phi, const Eigen::MatrixBase<DL>& labels) {
     const char* where = "coulomb::RidgeClassifier::fit";
-    const Vector<double> y = detail::signed_labels(labels, where);
-    detail::require(Phi.rows() == y.size(), where,
-                    "argument 'Phi' has " + std::to_string(Phi.rows()) + " rows, expected " +
-                        std::to_string(y.size()) + " (one per label)");
-    detail::require(Phi.cols() >= 1, where, "argument 'Phi' has no columns");
-    detail::require_finite(Phi, where, "Phi");
+    const Vector<double> y = detail::fit_targets(Phi, labels, where);
     Matrix<double> centred = Phi.template cast<double>();
     const RowVector<double> mean = centred.colwise().mean();
     centred.rowwise() -= mean;
     const double y_mean = y.mean();
-    Matrix<double> gram = Matrix<double>::Zero(centred.cols(), centred.cols());
-    gram.selfadjointView<Eigen::Lower>().rankUpdate(centred.transpose());
-    gram.triangularView<Eigen::StrictlyUpper>() = gram.transpose();
     const Vector<double> rhs = centred.transpose() * (y.array() - y_mean).matrix();
-    weights_ = detail::ridge_solve(gram, rhs, static_cast<double>(y.size()) * alpha_, where);
+    weights_ = detail::ridge_solve(detail::gram_matrix(centred), rhs,
+                                   static_cast<double>(y.size()) * alpha_, where);
     intercept_ = y_mean - mean.dot(weights_);
     return *this;
   }
@@ -115,25 +154,15 @@ class RidgeClassifier {
   /// φ(x_i)ᵀw + b for every row of Φ.
   template <typename DP>
   Vector<double> decision_function(const Eigen::MatrixBase<DP>& Phi) const {
-    const char* where = "coulomb::RidgeClassifier::decision_function";
-    detail::require(weights_.size() > 0, where, "the classifier is not fitted");
-    detail::require_cols(Phi, weights_.size(), where, "Phi");
-    return (Phi.template cast<double>() * weights_).array() + intercept_;
+    return detail::linear_decision(Phi, weights_, intercept_,
+                                   "coulomb::RidgeClassifier::decision_function");
   }
 
   /// Fraction of rows of Φ whose predicted label (1 when the decision is > 0) matches `labels`
   /// (in {0, 1} or {−1, 1}).
   template <typename DP, typename DL>
   double accuracy(const Eigen::MatrixBase<DP>& Phi, const Eigen::MatrixBase<DL>& labels) const {
-    const char* where = "coulomb::RidgeClassifier::accuracy";
-    const Vector<double> y = detail::signed_labels(labels, where);
-    detail::require(Phi.rows() == y.size(), where,
-                    "argument 'Phi' has " + std::to_string(Phi.rows()) + " rows, expected " +
-                        std::to_string(y.size()) + " (one per label)");
-    const Vector<double> f = decision_function(Phi);
-    Index correct = 0;
-    for (Index i = 0; i < y.size(); ++i) correct += (f(i) > 0.0) == (y(i) > 0.0);
-    return static_cast<double>(correct) / static_cast<double>(y.size());
+    return detail::decision_accuracy(*this, Phi, labels, "coulomb::RidgeClassifier::accuracy");
   }
 
  private:
@@ -165,19 +194,11 @@ class ReferenceRidgeClassifier {
   ReferenceRidgeClassifier& fit(const Eigen::MatrixBase<DP>& Phi,
                                 const Eigen::MatrixBase<DL>& labels) {
     const char* where = "coulomb::ReferenceRidgeClassifier::fit";
-    const Vector<double> y = detail::signed_labels(labels, where);
-    detail::require(Phi.rows() == y.size(), where,
-                    "argument 'Phi' has " + std::to_string(Phi.rows()) + " rows, expected " +
-                        std::to_string(y.size()) + " (one per label)");
-    detail::require(Phi.cols() >= 1, where, "argument 'Phi' has no columns");
-    detail::require_finite(Phi, where, "Phi");
+    const Vector<double> y = detail::fit_targets(Phi, labels, where);
     const Matrix<double> phi = Phi.template cast<double>();
-    Matrix<double> gram = Matrix<double>::Zero(phi.cols(), phi.cols());
-    gram.selfadjointView<Eigen::Lower>().rankUpdate(phi.transpose());
-    gram.triangularView<Eigen::StrictlyUpper>() = gram.transpose();
     const double y_mean = y.mean();
     const Vector<double> rhs = phi.transpose() * (y.array() - y_mean).matrix();
-    weights_ = detail::ridge_solve(gram, rhs, lambda_, where);
+    weights_ = detail::ridge_solve(detail::gram_matrix(phi), rhs, lambda_, where);
     intercept_ = y_mean;
     return *this;
   }
@@ -185,24 +206,15 @@ class ReferenceRidgeClassifier {
   /// φ(x_i)ᵀw + ȳ for every row of Φ.
   template <typename DP>
   Vector<double> decision_function(const Eigen::MatrixBase<DP>& Phi) const {
-    const char* where = "coulomb::ReferenceRidgeClassifier::decision_function";
-    detail::require(weights_.size() > 0, where, "the classifier is not fitted");
-    detail::require_cols(Phi, weights_.size(), where, "Phi");
-    return (Phi.template cast<double>() * weights_).array() + intercept_;
+    return detail::linear_decision(Phi, weights_, intercept_,
+                                   "coulomb::ReferenceRidgeClassifier::decision_function");
   }
 
   /// Fraction of rows of Φ whose predicted label (1 when the decision is > 0) matches `labels`.
   template <typename DP, typename DL>
   double accuracy(const Eigen::MatrixBase<DP>& Phi, const Eigen::MatrixBase<DL>& labels) const {
-    const char* where = "coulomb::ReferenceRidgeClassifier::accuracy";
-    const Vector<double> y = detail::signed_labels(labels, where);
-    detail::require(Phi.rows() == y.size(), where,
-                    "argument 'Phi' has " + std::to_string(Phi.rows()) + " rows, expected " +
-                        std::to_string(y.size()) + " (one per label)");
-    const Vector<double> f = decision_function(Phi);
-    Index correct = 0;
-    for (Index i = 0; i < y.size(); ++i) correct += (f(i) > 0.0) == (y(i) > 0.0);
-    return static_cast<double>(correct) / static_cast<double>(y.size());
+    return detail::decision_accuracy(*this, Phi, labels,
+                                     "coulomb::ReferenceRidgeClassifier::accuracy");
   }
 
  private:

@@ -162,6 +162,31 @@ struct LangevinStep {
   double gradient_norm = 0.0;  ///< ‖∇H‖_F at the particles before the step
 };
 
+namespace detail {
+
+// The optional hooks of an optimizer's callbacks (particles/callbacks.hpp), called when present:
+// begin_optimization(optimizer, objective, particles), step_taken(…, LangevinStep) → stop?,
+// end_optimization(optimizer, objective, particles).
+template <typename C, typename... A>
+void callback_begin(C& callback, A&... args) {
+  if constexpr (requires { callback.begin_optimization(args...); })
+    callback.begin_optimization(args...);
+}
+template <typename C, typename O, typename F, typename M>
+bool callback_step(C& callback, const O& opt, F& f, const M& particles, const LangevinStep& info) {
+  if constexpr (requires { callback.step_taken(opt, f, particles, info); })
+    return static_cast<bool>(callback.step_taken(opt, f, particles, info));
+  else
+    return false;
+}
+template <typename C, typename... A>
+void callback_end(C& callback, A&... args) {
+  if constexpr (requires { callback.end_optimization(args...); })
+    callback.end_optimization(args...);
+}
+
+}  // namespace detail
+
 /// Projected Langevin dynamics.
 template <typename Projection = BallProjection, typename Schedule = ConstantStep>
 class ProjectedLangevin {
@@ -221,7 +246,7 @@ class ProjectedLangevin {
     [[maybe_unused]] Rng batch_rng = rng.split(2);
 
     projection_.project(particles);
-    (call_begin(callbacks, *this, objective, particles), ...);
+    (detail::callback_begin(callbacks, *this, objective, particles), ...);
 
     Matrix<Scalar> gradient;
     Matrix<Scalar> noise(particles.rows(), particles.cols());
@@ -276,33 +301,14 @@ class ProjectedLangevin {
       }
       projection_.project(particles);
       bool stop = false;
-      ((stop = call_step(callbacks, *this, objective, particles, info) || stop), ...);
+      ((stop = detail::callback_step(callbacks, *this, objective, particles, info) || stop), ...);
       if (stop) break;
     }
-    (call_end(callbacks, *this, objective, particles), ...);
+    (detail::callback_end(callbacks, *this, objective, particles), ...);
     return energy;
   }
 
  private:
-  template <typename C, typename... A>
-  static void call_begin(C& callback, A&... args) {
-    if constexpr (requires { callback.begin_optimization(args...); })
-      callback.begin_optimization(args...);
-  }
-  template <typename C, typename O, typename F, typename M>
-  static bool call_step(C& callback, const O& opt, F& f, const M& particles,
-                        const LangevinStep& info) {
-    if constexpr (requires { callback.step_taken(opt, f, particles, info); })
-      return static_cast<bool>(callback.step_taken(opt, f, particles, info));
-    else
-      return false;
-  }
-  template <typename C, typename... A>
-  static void call_end(C& callback, A&... args) {
-    if constexpr (requires { callback.end_optimization(args...); })
-      callback.end_optimization(args...);
-  }
-
   LangevinOptions options_;
   Projection projection_;
   Schedule schedule_;

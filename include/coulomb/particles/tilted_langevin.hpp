@@ -156,7 +156,7 @@ class TiltedLangevin {
     Rng rng(options_.seed);
     Rng noise_rng = rng.split(1);
     [[maybe_unused]] Rng batch_rng = rng.split(2);
-    (call_begin(callbacks, *this, objective, particles), ...);
+    (detail::callback_begin(callbacks, *this, objective, particles), ...);
 
     Matrix<Scalar> drift(particles.rows(), particles.cols());
     Matrix<Scalar> noise(particles.rows(), particles.cols());
@@ -219,10 +219,10 @@ class TiltedLangevin {
       report_.iterations = t + 1;
       report_.energy = energy;
       bool stop = false;
-      ((stop = call_step(callbacks, *this, objective, particles, info) || stop), ...);
+      ((stop = detail::callback_step(callbacks, *this, objective, particles, info) || stop), ...);
       if (stop) break;
     }
-    (call_end(callbacks, *this, objective, particles), ...);
+    (detail::callback_end(callbacks, *this, objective, particles), ...);
     return energy;
   }
 
@@ -238,24 +238,6 @@ class TiltedLangevin {
             b -
             2.0 * std::numbers::pi * std::floor((b + std::numbers::pi) / (2.0 * std::numbers::pi)));
       }
-  }
-  template <typename C, typename... A>
-  static void call_begin(C& callback, A&... args) {
-    if constexpr (requires { callback.begin_optimization(args...); })
-      callback.begin_optimization(args...);
-  }
-  template <typename C, typename O, typename F, typename M>
-  static bool call_step(C& callback, const O& opt, F& f, const M& particles,
-                        const LangevinStep& info) {
-    if constexpr (requires { callback.step_taken(opt, f, particles, info); })
-      return static_cast<bool>(callback.step_taken(opt, f, particles, info));
-    else
-      return false;
-  }
-  template <typename C, typename... A>
-  static void call_end(C& callback, A&... args) {
-    if constexpr (requires { callback.end_optimization(args...); })
-      callback.end_optimization(args...);
   }
 
   TiltedLangevinOptions options_;
