@@ -13,7 +13,7 @@
 //   Inference/softmax  exact softmax attention (same seed, so the same other weights).
 // Counters: ms_per_1000_seq (time per 1,000 sequences) and tokens_per_s.
 //
-// Phase B training step (train::detail::PhaseBStepper::step, the step of train_phase_b: forward
+// Phase B training step (train::detail::PhaseBStepper::step, the step of run_phase_b: forward
 // with dropout, softmax cross-entropy, zero_grad, backward, the finiteness check of the gradients,
 // global-norm clipping at 1, AdamW step; Ω frozen) for B = 32 and L ∈ {64, 256}, 1 and 2
 // threads (TextClassifierConfig::num_threads, OpenMP and Eigen's threads), model max_length
@@ -190,7 +190,7 @@ void BM_Train(benchmark::State& state) {
   set_threads(T);
   auto model = make_model(V, train_max_length, T);
   const coulomb::TokenBatch batch = make_batch(L, B, L / 2, model->config().vocab_size, 8);
-  // The step of train_phase_b: forward with dropout, loss, backward, the finiteness check of
+  // The step of run_phase_b: forward with dropout, loss, backward, the finiteness check of
   // the gradients, clipping, AdamW. The schedule is flat at 1e-4 (no warm-up, the final rate
   // equal to the peak).
   coulomb::train::PhaseBOptions options;

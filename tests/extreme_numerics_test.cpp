@@ -883,7 +883,7 @@ TEST_CASE("Extreme_PhaseBStopsAtAnInjectedNaN", "[extreme][train]") {
     options.learning_rate = 1e-2;
     options.progress = &progress;
     options.seed = 4;
-    const Outcome o = run([&] { coulomb::train::train_phase_b(model, train, valid, options); });
+    const Outcome o = run([&] { coulomb::train::run_phase_b(model, train, valid, options); });
     INFO("message: " << o.message);
     REQUIRE(o.threw);
     CHECK(o.message.find("step " + std::to_string(inject_after + 1)) != std::string::npos);
@@ -924,7 +924,7 @@ TEST_CASE("Extreme_PhaseBWithAHugeEmbeddingNeverSavesNaN", "[extreme][train]") {
   options.epochs = 2;
   options.batch_size = 8;
   options.progress = &progress;
-  const Outcome o = run([&] { coulomb::train::train_phase_b(model, train, valid, options); });
+  const Outcome o = run([&] { coulomb::train::run_phase_b(model, train, valid, options); });
   INFO("message: " << o.message);
   if (o.threw) {
     CHECK(o.message.find("step ") != std::string::npos);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <coulomb/particles/langevin.hpp>
+#include <coulomb/train/callbacks.hpp>
 #include <coulomb/train/progress.hpp>
 
 // Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can

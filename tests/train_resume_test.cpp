@@ -154,7 +154,7 @@ RunResult run_pipeline(Model& model, const Task& task, const CheckpointOptions& 
   b.checkpoint = ck_b;
   RunResult r;
   r.a = coulomb::train::run_phase_a(model, task.train, a);
-  r.b = coulomb::train::train_phase_b(model, task.train, task.validation, b);
+  r.b = coulomb::train::run_phase_b(model, task.train, task.validation, b);
   return r;
 }
 
@@ -386,7 +386,7 @@ TEST_CASE("TrainResume_PhaseBFromEveryKindOfCheckpointGivesTheSameBits", "[train
 
   Model reference(tiny_config(), 3);
   RunResult expected;
-  expected.b = coulomb::train::train_phase_b(reference, task.train, task.validation, options);
+  expected.b = coulomb::train::run_phase_b(reference, task.train, task.validation, options);
   const auto expected_file = parameters_file(reference);
 
   Model checkpointed(tiny_config(), 3);
@@ -400,7 +400,7 @@ TEST_CASE("TrainResume_PhaseBFromEveryKindOfCheckpointGivesTheSameBits", "[train
     copies.push_back(copy);
   };
   RunResult with;
-  with.b = coulomb::train::train_phase_b(checkpointed, task.train, task.validation, options);
+  with.b = coulomb::train::run_phase_b(checkpointed, task.train, task.validation, options);
   // Writing checkpoints changes nothing.
   CHECK(parameters_file(checkpointed) == expected_file);
   CHECK(history_text(with) == history_text(expected));
@@ -415,7 +415,7 @@ TEST_CASE("TrainResume_PhaseBFromEveryKindOfCheckpointGivesTheSameBits", "[train
     fs::copy_file(copies[k], options.checkpoint.path, fs::copy_options::overwrite_existing);
     Model model(tiny_config(), 99);  // other initial values: everything comes from the checkpoint
     RunResult resumed;
-    resumed.b = coulomb::train::train_phase_b(model, task.train, task.validation, options);
+    resumed.b = coulomb::train::run_phase_b(model, task.train, task.validation, options);
     CHECK(parameters_file(model) == expected_file);
     CHECK(history_text(resumed) == history_text(expected));
   }
@@ -481,14 +481,14 @@ TEST_CASE("TrainResume_CheckpointOfAnotherRunIsRefusedNamingTheField", "[train][
   options.checkpoint.every_steps = 2;
   {
     Model model(tiny_config(), 3);
-    (void)coulomb::train::train_phase_b(model, task.train, task.validation, options);
+    (void)coulomb::train::run_phase_b(model, task.train, task.validation, options);
   }
   options.checkpoint.resume = true;
   auto refused = [&](Model& model, const EncodedDataset& train, const PhaseBOptions& o) {
     const auto before = parameters_file(model);
     std::string message;
     try {
-      (void)coulomb::train::train_phase_b(model, train, task.validation, o);
+      (void)coulomb::train::run_phase_b(model, train, task.validation, o);
     } catch (const io_error& e) {
       message = e.what();
     }
@@ -531,11 +531,11 @@ TEST_CASE("TrainResume_CheckpointOfAnotherRunIsRefusedNamingTheField", "[train][
     f.seekp(200);
     f.put('\x5A');
   }
-  CHECK_THROWS_AS(coulomb::train::train_phase_b(model, task.train, task.validation, options),
+  CHECK_THROWS_AS(coulomb::train::run_phase_b(model, task.train, task.validation, options),
                   io_error);
   // Without resume the damaged checkpoint is simply replaced.
   options.checkpoint.resume = false;
-  CHECK_NOTHROW(coulomb::train::train_phase_b(model, task.train, task.validation, options));
+  CHECK_NOTHROW(coulomb::train::run_phase_b(model, task.train, task.validation, options));
   CHECK(coulomb::io::load_model_file<float>(options.checkpoint.path)
             .metadata_value("phase_b.status") == "done");
 }
@@ -579,7 +579,7 @@ TEST_CASE("TrainResume_PhaseBTimesOfAResumedEpochCoverEverySession", "[train][re
       fs::copy_file(options.checkpoint.path, mid_epoch);
   };
   Model uninterrupted(tiny_config(), 3);
-  (void)coulomb::train::train_phase_b(uninterrupted, task.train, task.validation, options);
+  (void)coulomb::train::run_phase_b(uninterrupted, task.train, task.validation, options);
   REQUIRE(fs::exists(mid_epoch));
 
   options.checkpoint.observer = nullptr;
@@ -607,7 +607,7 @@ TEST_CASE("TrainResume_PhaseBTimesOfAResumedEpochCoverEverySession", "[train][re
     INFO("resumed from the mid-epoch checkpoint");
     fs::copy_file(mid_epoch, options.checkpoint.path, fs::copy_options::overwrite_existing);
     Model model(tiny_config(), 99);
-    check_history(coulomb::train::train_phase_b(model, task.train, task.validation, options));
+    check_history(coulomb::train::run_phase_b(model, task.train, task.validation, options));
     CHECK(parameters_file(model) == parameters_file(uninterrupted));
   }
   {
@@ -620,7 +620,7 @@ TEST_CASE("TrainResume_PhaseBTimesOfAResumedEpochCoverEverySession", "[train][re
                                  without_metadata(saved, "phase_b.epoch_seconds"));
     Model model(tiny_config(), 99);
     const PhaseBHistory h =
-        coulomb::train::train_phase_b(model, task.train, task.validation, options);
+        coulomb::train::run_phase_b(model, task.train, task.validation, options);
     CHECK(parameters_file(model) == parameters_file(uninterrupted));
     REQUIRE(h.epochs.size() == 2);
     CHECK(h.epochs[1].tokens_per_second > 0.0);

@@ -135,7 +135,7 @@ TEST_CASE("PhaseB_LearnsTokenPresence_LinearAndSoftmax", "[train][phase_b]") {
     INFO("attention " << (attention == AttentionKind::linear ? "linear (FAVOR+)" : "softmax"));
     Model model(small_config(attention), 11);
     const double before = coulomb::train::evaluate_model(model, valid).metrics.accuracy;
-    const auto history = coulomb::train::train_phase_b(model, train, valid, options);
+    const auto history = coulomb::train::run_phase_b(model, train, valid, options);
     const auto after = coulomb::train::evaluate_model(model, valid).metrics;
     INFO("accuracy before " << before << ", after " << after.accuracy);
     CHECK(after.accuracy >= 0.95);
@@ -159,7 +159,7 @@ TEST_CASE("PhaseB_FrozenOmegaStaysBitIdentical", "[train][phase_b]") {
   const coulomb::Matrix<float> w_q = value_of(model, "encoder.0.attention.w_q");
   PhaseBOptions options = fast_options(1);
   options.epochs = 2;
-  coulomb::train::train_phase_b(model, train, valid, options);
+  coulomb::train::run_phase_b(model, train, valid, options);
   CHECK(model.omega(0) == omega0);
   CHECK(model.omega(1) == omega1);
   CHECK(model.feature_map(0).omega() == omega0);
@@ -178,8 +178,8 @@ TEST_CASE("PhaseB_SameSeedSameBits", "[train][phase_b]") {
   Model a(config, 2);
   Model b(config, 2);
   Model c(config, 2);
-  const auto ha = coulomb::train::train_phase_b(a, train, valid, options);
-  const auto hb = coulomb::train::train_phase_b(b, train, valid, options);
+  const auto ha = coulomb::train::run_phase_b(a, train, valid, options);
+  const auto hb = coulomb::train::run_phase_b(b, train, valid, options);
   CHECK(same_parameters(a, b));
   REQUIRE(ha.epochs.size() == hb.epochs.size());
   for (std::size_t e = 0; e < ha.epochs.size(); ++e) {
@@ -187,7 +187,7 @@ TEST_CASE("PhaseB_SameSeedSameBits", "[train][phase_b]") {
     CHECK(ha.epochs[e].validation_loss == hb.epochs[e].validation_loss);
   }
   options.seed = 10;  // another batch order and other dropout masks
-  coulomb::train::train_phase_b(c, train, valid, options);
+  coulomb::train::run_phase_b(c, train, valid, options);
   CHECK_FALSE(same_parameters(a, c));
 }
 
@@ -205,7 +205,7 @@ TEST_CASE("PhaseB_QuietReporterPrintsNoEpochLines", "[train][phase_b][progress]"
         out, 0, {.mode = coulomb::train::ProgressMode::off, .messages = messages});
     options.progress = &progress;
     Model model(small_config(), 1);
-    (void)coulomb::train::train_phase_b(model, train, valid, options);
+    (void)coulomb::train::run_phase_b(model, train, valid, options);
     if (messages)
       CHECK_THAT(out.str(), Contains("epoch 1/2: train loss") && Contains("epoch 2/2"));
     else
@@ -223,7 +223,7 @@ TEST_CASE("PhaseB_RestoresTheBestEpoch", "[train][phase_b]") {
   options.metric = coulomb::train::ValidationMetric::log_loss;
   options.learning_rate = 3e-2;  // noisy enough that the last epoch is often not the best
   Model model(small_config(), 8);
-  const auto history = coulomb::train::train_phase_b(model, train, valid, options);
+  const auto history = coulomb::train::run_phase_b(model, train, valid, options);
   REQUIRE(history.best_epoch >= 0);
   double best = std::numeric_limits<double>::infinity();
   for (const auto& e : history.epochs) best = std::min(best, e.validation_loss);
@@ -248,9 +248,9 @@ TEST_CASE("PhaseB_DivergenceNamesStepAndParameter", "[train][phase_b][errors]") 
     Model model(small_config(), 3);
     for (auto& p : model.parameters())
       if (p.name == "classifier.bias") (*p.value)(1, 0) = std::numeric_limits<float>::quiet_NaN();
-    CHECK_THROWS_AS(coulomb::train::train_phase_b(model, train, valid, options),
+    CHECK_THROWS_AS(coulomb::train::run_phase_b(model, train, valid, options),
                     coulomb::numerical_error);
-    CHECK_THROWS_WITH(coulomb::train::train_phase_b(model, train, valid, options),
+    CHECK_THROWS_WITH(coulomb::train::run_phase_b(model, train, valid, options),
                       Contains("step 1") && Contains("'classifier.bias'"));
   }
   {
@@ -261,7 +261,7 @@ TEST_CASE("PhaseB_DivergenceNamesStepAndParameter", "[train][phase_b][errors]") 
     options.warmup_steps = 0;
     options.clip_norm = 0.0;
     options.weight_decay = 0.0;
-    CHECK_THROWS_AS(coulomb::train::train_phase_b(model, train, valid, options),
+    CHECK_THROWS_AS(coulomb::train::run_phase_b(model, train, valid, options),
                     coulomb::numerical_error);
     CHECK_NOTHROW(coulomb::train::require_finite_parameters(model.parameters(), -1,
                                                             coulomb::train::FiniteCheck::values));
@@ -346,7 +346,7 @@ TEST_CASE("PhaseAB_PipelineIsSeedReproducible", "[train][phase_a][phase_b]") {
     coulomb::train::run_phase_a(model, train, a);
     PhaseBOptions b = fast_options(seed + 2);
     b.epochs = 1;
-    coulomb::train::train_phase_b(model, train, valid, b);
+    coulomb::train::run_phase_b(model, train, valid, b);
   };
   Model a(config, 1);
   Model b(config, 1);
@@ -383,7 +383,7 @@ TEST_CASE("PhaseAB_BadOptionsAreRefused", "[train][errors]") {
                     Contains("softmax attention"));
   Model linear(small_config(), 1);
   const EncodedDataset empty;
-  CHECK_THROWS_WITH(coulomb::train::train_phase_b(linear, empty, empty, PhaseBOptions{}),
+  CHECK_THROWS_WITH(coulomb::train::run_phase_b(linear, empty, empty, PhaseBOptions{}),
                     Contains("'train' is empty"));
 }
 

@@ -520,7 +520,7 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
     b.progress = progress.get();
     b.validation_name = "development";
     const auto phase_b_start = std::chrono::steady_clock::now();
-    result.phase_b = coulomb::train::train_phase_b(model, train_ids, dev_ids, b);
+    result.phase_b = coulomb::train::run_phase_b(model, train_ids, dev_ids, b);
     earlier_seconds +=
         result.phase_b.seconds -
         std::chrono::duration<double>(std::chrono::steady_clock::now() - phase_b_start).count();

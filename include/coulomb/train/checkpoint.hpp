@@ -17,13 +17,10 @@
 ///     tensors  P + "best.<name>"                     its copy of the best parameters
 #pragma once
 
-#include <charconv>
 #include <cstdint>
-#include <cstdio>
-#include <limits>
 #include <string>
 #include <string_view>
-#include <system_error>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -32,45 +29,12 @@
 #include "../io/model_file.hpp"
 #include "../nn/parameter.hpp"
 #include "adamw.hpp"
+#include "detail_record_codec.hpp"
 #include "early_stopping.hpp"
 
 namespace coulomb::train {
 
 namespace detail {
-
-/// A double printed so that it reads back to the same value.
-inline std::string exact_decimal(double x) {
-  char buf[40];
-  const int n = std::snprintf(buf, sizeof buf, "%.17g", x);
-  return std::string(buf, static_cast<std::size_t>(n));
-}
-
-/// Metadata `key` of `file` as an integer; io_error naming the file otherwise.
-template <typename S>
-std::int64_t metadata_integer(const io::ModelFile<S>& file, const std::string& key,
-                              const char* where) {
-  const std::string& text = file.metadata_value(key);
-  std::int64_t value = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
-    throw io_error(std::string(where) + ": '" + file.source() + "': metadata '" + key +
-                   "' is not an integer");
-  }
-  return value;
-}
-
-/// Metadata `key` of `file` as a double; io_error naming the file otherwise.
-template <typename S>
-double metadata_double(const io::ModelFile<S>& file, const std::string& key, const char* where) {
-  const std::string& text = file.metadata_value(key);
-  double value = 0.0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
-    throw io_error(std::string(where) + ": '" + file.source() + "': metadata '" + key +
-                   "' is not a number");
-  }
-  return value;
-}
 
 /// The tensors of `file` whose names start with `prefix`, with the prefix removed.
 template <RealScalar S>
@@ -84,6 +48,41 @@ std::vector<StateTensor<S>> tensors_with_prefix(const io::ModelFile<S>& file,
   }
   return out;
 }
+
+/// What a checkpoint reads back of an AdamW optimizer besides its moments.
+struct AdamWRecord {
+  std::string kind = "adamw";  ///< the optimizer
+  std::int64_t step = 0;       ///< steps taken
+};
+
+/// The fields of an AdamWRecord.
+template <>
+struct RecordLayout<AdamWRecord> {
+  /// The fields.
+  static constexpr auto fields =
+      std::make_tuple(field("kind", &AdamWRecord::kind), field("step", &AdamWRecord::step));
+};
+
+/// The hyper-parameters of AdamW as a checkpoint records them (informative: not read back).
+template <>
+struct RecordLayout<AdamWOptions> {
+  using O = AdamWOptions;  ///< the record
+  /// The fields.
+  static constexpr auto fields =
+      std::make_tuple(field("beta1", &O::beta1), field("beta2", &O::beta2),
+                      field("epsilon", &O::epsilon), field("weight_decay", &O::weight_decay));
+};
+
+/// The fields of an EarlyStoppingState.
+template <>
+struct RecordLayout<EarlyStoppingState> {
+  using E = EarlyStoppingState;  ///< the record
+  /// The fields.
+  static constexpr auto fields =
+      std::make_tuple(field("best_value", &E::best_value), field("best_epoch", &E::best_epoch),
+                      field("last_epoch", &E::last_epoch),
+                      field("epochs_without_improvement", &E::epochs_without_improvement));
+};
 
 }  // namespace detail
 
@@ -100,12 +99,8 @@ void add_optimizer_state(io::ModelFile<S>& file, const AdamW<S>& optimizer,
                              "' is already in the file");
     }
   }
-  file.set_metadata(p + "kind", "adamw");
-  file.set_metadata(p + "step", std::to_string(state.step));
-  file.set_metadata(p + "beta1", detail::exact_decimal(optimizer.options().beta1));
-  file.set_metadata(p + "beta2", detail::exact_decimal(optimizer.options().beta2));
-  file.set_metadata(p + "epsilon", detail::exact_decimal(optimizer.options().epsilon));
-  file.set_metadata(p + "weight_decay", detail::exact_decimal(optimizer.options().weight_decay));
+  detail::write_record(file, p, detail::AdamWRecord{"adamw", state.step});
+  detail::write_record(file, p, optimizer.options());
   for (auto& t : state.tensors) file.add_tensor(p + t.name, std::move(t.value));
 }
 
@@ -119,13 +114,14 @@ void restore_optimizer_state(const io::ModelFile<S>& file, AdamW<S>& optimizer,
                              std::string_view prefix = "optimizer.") {
   const char* where = "coulomb::train::restore_optimizer_state";
   const std::string p(prefix);
-  const std::string& kind = file.metadata_value(p + "kind");
-  if (kind != "adamw") {
+  detail::AdamWRecord record;
+  detail::read_record(file, p, record, where);
+  if (record.kind != "adamw") {
     throw io_error(std::string(where) + ": '" + file.source() + "': optimizer kind '" +
-                   io::detail::printable_name(kind) + "', expected 'adamw'");
+                   io::detail::printable_name(record.kind) + "', expected 'adamw'");
   }
   AdamWState<S> state;
-  state.step = detail::metadata_integer(file, p + "step", where);
+  state.step = record.step;
   state.tensors = detail::tensors_with_prefix(file, p);
   try {
     optimizer.import_state(state, params);
@@ -147,11 +143,7 @@ void add_early_stopping_state(io::ModelFile<S>& file, const EarlyStopping<S>& tr
                              t.name + "' is already in the file");
     }
   }
-  file.set_metadata(p + "best_value", detail::exact_decimal(tracker.best_value()));
-  file.set_metadata(p + "best_epoch", std::to_string(tracker.best_epoch()));
-  file.set_metadata(p + "last_epoch", std::to_string(tracker.last_epoch()));
-  file.set_metadata(p + "epochs_without_improvement",
-                    std::to_string(tracker.epochs_without_improvement()));
+  detail::write_record(file, p, tracker.state());
   for (const auto& t : tensors) file.add_tensor(p + "best." + t.name, t.value);
 }
 
@@ -163,17 +155,10 @@ void restore_early_stopping_state(const io::ModelFile<S>& file, EarlyStopping<S>
                                   std::string_view prefix = "early_stopping.") {
   const char* where = "coulomb::train::restore_early_stopping_state";
   const std::string p(prefix);
-  const std::int64_t best_epoch = detail::metadata_integer(file, p + "best_epoch", where);
-  const std::int64_t last_epoch = detail::metadata_integer(file, p + "last_epoch", where);
-  const std::int64_t stale =
-      detail::metadata_integer(file, p + "epochs_without_improvement", where);
-  const std::string& best_text = file.metadata_value(p + "best_value");
-  const double best_value = (best_text == "nan" || best_text == "-nan")
-                                ? std::numeric_limits<double>::quiet_NaN()
-                                : detail::metadata_double(file, p + "best_value", where);
+  EarlyStoppingState state;
+  detail::read_record(file, p, state, where);
   try {
-    tracker.resume(best_value, static_cast<Index>(best_epoch), static_cast<Index>(last_epoch),
-                   static_cast<Index>(stale), detail::tensors_with_prefix(file, p + "best."));
+    tracker.resume(state, detail::tensors_with_prefix(file, p + "best."));
   } catch (const invalid_argument& e) {
     throw io_error(std::string(where) + ": '" + file.source() + "': " + e.what());
   }

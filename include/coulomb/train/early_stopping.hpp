@@ -46,6 +46,14 @@ struct EarlyStoppingOptions {
   }
 };
 
+/// The state of an EarlyStopping tracker besides its copy of the best parameters.
+struct EarlyStoppingState {
+  double best_value = std::numeric_limits<double>::quiet_NaN();  ///< NaN before the first epoch
+  Index best_epoch = -1;                                         ///< −1 before the first epoch
+  Index last_epoch = -1;                                         ///< −1 before the first epoch
+  Index epochs_without_improvement = 0;                          ///< since the best epoch
+};
+
 /// Tracks a validation metric over epochs (see the file comment). Typical use:
 ///
 ///     EarlyStopping<float> stop({.patience = 3, .goal = MetricGoal::maximize});
@@ -129,26 +137,31 @@ class EarlyStopping {
     best_.restore(params);
   }
 
+  /// The counters and best value (what a checkpoint records besides the best parameters).
+  EarlyStoppingState state() const noexcept {
+    return {best_value_, best_epoch_, last_epoch_, stale_};
+  }
+
   /// Restores a tracker saved in a checkpoint: its counters and the best parameters. Throws
   /// invalid_argument for inconsistent values (a best epoch after the last one, a negative
   /// count, a non-finite best value, no tensors for a recorded best epoch).
-  void resume(double best_value, Index best_epoch, Index last_epoch,
-              Index epochs_without_improvement, std::vector<StateTensor<S>> best_parameters) {
+  void resume(const EarlyStoppingState& state, std::vector<StateTensor<S>> best_parameters) {
     const char* where = "coulomb::train::EarlyStopping::resume";
-    const bool none = best_epoch < 0;
+    const bool none = state.best_epoch < 0;
     coulomb::detail::require(
-        none ? (last_epoch < 0 && epochs_without_improvement == 0 && best_parameters.empty())
-             : (std::isfinite(best_value) && best_epoch <= last_epoch &&
-                epochs_without_improvement >= 0 &&
-                epochs_without_improvement <= last_epoch - best_epoch),
+        none ? (state.last_epoch < 0 && state.epochs_without_improvement == 0 &&
+                best_parameters.empty())
+             : (std::isfinite(state.best_value) && state.best_epoch <= state.last_epoch &&
+                state.epochs_without_improvement >= 0 &&
+                state.epochs_without_improvement <= state.last_epoch - state.best_epoch),
         where, "inconsistent early-stopping state");
     ParameterSnapshot<S> snapshot;
     snapshot.assign(std::move(best_parameters));
     best_ = std::move(snapshot);
-    best_value_ = none ? std::numeric_limits<double>::quiet_NaN() : best_value;
-    best_epoch_ = none ? -1 : best_epoch;
-    last_epoch_ = none ? -1 : last_epoch;
-    stale_ = none ? 0 : epochs_without_improvement;
+    best_value_ = none ? std::numeric_limits<double>::quiet_NaN() : state.best_value;
+    best_epoch_ = none ? -1 : state.best_epoch;
+    last_epoch_ = none ? -1 : state.last_epoch;
+    stale_ = none ? 0 : state.epochs_without_improvement;
   }
 
  private:

@@ -52,6 +52,8 @@
 #include "../particles/riesz.hpp"
 #include "../text/batching.hpp"
 #include "../text/encoder.hpp"
+#include "callbacks.hpp"
+#include "detail_record_codec.hpp"
 #include "parameter_snapshot.hpp"
 #include "phase_b.hpp"
 #include "progress.hpp"
@@ -184,21 +186,31 @@ struct PhaseAReport {
 
 namespace detail {
 
-/// Reports the Langevin steps of several Ω on one reporter, numbering them consecutively.
-struct PhaseAProgress {
-  ProgressReporter* reporter = nullptr;
-  Index offset = 0;
-  std::vector<ProgressValue> values{{"energy", 0.0}, {"alignment", 0.0}, {"repulsion", 0.0}};
+/// A PhaseAOmegaReport as one line of numbers (metadata "phase_a.report.omega.<k>").
+template <>
+struct RecordLayout<PhaseAOmegaReport> {
+  using R = PhaseAOmegaReport;  ///< the record
+  /// The fields.
+  static constexpr auto fields = std::make_tuple(
+      field("omega", &R::omega), field("samples", &R::samples), field("radius", &R::radius),
+      field("energy_before", &R::energy_before), field("energy_after", &R::energy_after),
+      field("alignment_before", &R::alignment_before),
+      field("alignment_after", &R::alignment_after),
+      field("repulsion_before", &R::repulsion_before),
+      field("repulsion_after", &R::repulsion_after),
+      field("normalized_alignment_before", &R::normalized_alignment_before),
+      field("normalized_alignment_after", &R::normalized_alignment_after),
+      field("relative_change", &R::relative_change));
+};
 
-  template <typename Opt, typename F, typename M, typename Step>
-  bool step_taken(const Opt&, F& objective, const M&, const Step& step) {
-    if (!reporter) return false;
-    values[0].value = step.energy;
-    values[1].value = objective.terms().alignment;
-    values[2].value = objective.terms().repulsion;
-    reporter->update(offset + static_cast<Index>(step.iteration) + 1, values);
-    return false;
-  }
+/// What a Phase A checkpoint records of the report under "phase_a." (the Ω's lines apart).
+template <>
+struct RecordLayout<PhaseAReport> {
+  using R = PhaseAReport;  ///< the record
+  /// The fields.
+  static constexpr auto fields =
+      std::make_tuple(field("sequences", &R::sequences), field("warmup_steps", &R::warmup_steps),
+                      field("warmup_seconds", &R::warmup_seconds));
 };
 
 /// `count` distinct indices of [0, n) drawn uniformly from `rng` (all of them when count ≥ n),
@@ -283,7 +295,7 @@ inline void add_phase_a_fingerprint(RunFingerprint& f, const PhaseAOptions& o) {
   f.add_integer("phase_a.batch_size", o.batch_size);
   if (o.representation == PhaseARepresentation::warmup) {
     f.add_integer("phase_a.warmup_steps", o.warmup_steps);
-    add_phase_b_fingerprint(f, o.warmup, "phase_a.warmup.");
+    f.add_record("phase_a.warmup.", o.warmup);
     f.add_bool("phase_a.keep_warmup_weights", o.keep_warmup_weights);
   }
   f.add_integer("phase_a.steps", o.steps);
@@ -299,55 +311,20 @@ inline void add_phase_a_fingerprint(RunFingerprint& f, const PhaseAOptions& o) {
   f.add("phase_a.seed", std::to_string(o.seed));
 }
 
-/// Fields of a PhaseAOmegaReport in the metadata "phase_a.report.omega.<k>".
-inline constexpr std::size_t omega_report_fields = 12;
-
-/// A PhaseAOmegaReport as text (exact decimals).
-inline std::string omega_report_text(const PhaseAOmegaReport& r) {
-  const std::array<double, omega_report_fields> v = {static_cast<double>(r.omega),
-                                                     static_cast<double>(r.samples),
-                                                     r.radius,
-                                                     r.energy_before,
-                                                     r.energy_after,
-                                                     r.alignment_before,
-                                                     r.alignment_after,
-                                                     r.repulsion_before,
-                                                     r.repulsion_after,
-                                                     r.normalized_alignment_before,
-                                                     r.normalized_alignment_after,
-                                                     r.relative_change};
-  return numbers_text(v);
-}
-
 /// The reports of the first `count` Ω, the sequences and the warm-up of a Phase A checkpoint
 /// into `report` (the sums accumulated in the same order as the run did); io_error naming the
 /// file and the key for a malformed value.
 template <RealScalar S>
 void restore_phase_a_report(const io::ModelFile<S>& file, Index count, PhaseAReport& report,
                             const char* where) {
-  report.sequences = static_cast<Index>(metadata_integer(file, "phase_a.sequences", where));
-  report.warmup_steps = static_cast<Index>(metadata_integer(file, "phase_a.warmup_steps", where));
-  report.warmup_seconds = metadata_number(file, "phase_a.warmup_seconds", where);
+  read_record(file, "phase_a.", report, where);
   for (Index k = 0; k < count; ++k) {
     const std::string key = "phase_a.report.omega." + std::to_string(k);
-    std::array<double, omega_report_fields> v{};
-    if (!parse_numbers(file.metadata_value(key), v) || v[0] != static_cast<double>(k)) {
+    PhaseAOmegaReport r;
+    if (!parse_record_line(file.metadata_value(key), r) || r.omega != k) {
       throw io_error(std::string(where) + ": '" + file.source() + "': metadata '" + key +
                      "' is not the report of Omega " + std::to_string(k));
     }
-    PhaseAOmegaReport r;
-    r.omega = k;
-    r.samples = static_cast<Index>(v[1]);
-    r.radius = v[2];
-    r.energy_before = v[3];
-    r.energy_after = v[4];
-    r.alignment_before = v[5];
-    r.alignment_after = v[6];
-    r.repulsion_before = v[7];
-    r.repulsion_after = v[8];
-    r.normalized_alignment_before = v[9];
-    r.normalized_alignment_after = v[10];
-    r.relative_change = v[11];
     report.energy_before += r.energy_before;
     report.energy_after += r.energy_after;
     report.alignment_before += r.alignment_before;
@@ -442,7 +419,7 @@ PhaseAReport run_phase_a(nn::TextClassifier<S, Map>& model, const EncodedDataset
       throw io_error(std::string(where) + ": '" + ck.path + "': metadata 'phase_a.stage' is '" +
                      io::detail::printable_name(stage) + "', expected warmup, langevin or done");
     }
-    earlier_seconds = detail::metadata_number(*saved, "phase_a.seconds", where);
+    earlier_seconds = detail::read_value<double>(*saved, "phase_a.seconds", where);
   }
   auto begin_stage = [&](io::ModelFile<S>& file, std::string_view name) {
     detail::begin_checkpoint(file, "phase_a");
@@ -456,12 +433,9 @@ PhaseAReport run_phase_a(nn::TextClassifier<S, Map>& model, const EncodedDataset
     io::ModelFile<S> file(ck.path);
     begin_stage(file, name);
     file.set_metadata("phase_a.next_omega", std::to_string(next_omega));
-    file.set_metadata("phase_a.sequences", std::to_string(report.sequences));
-    file.set_metadata("phase_a.warmup_steps", std::to_string(report.warmup_steps));
-    file.set_metadata("phase_a.warmup_seconds", detail::exact_decimal(report.warmup_seconds));
+    detail::write_record(file, "phase_a.", report);
     for (const PhaseAOmegaReport& r : report.omegas)
-      file.set_metadata("phase_a.report.omega." + std::to_string(r.omega),
-                        detail::omega_report_text(r));
+      file.set_metadata("phase_a.report.omega." + std::to_string(r.omega), detail::record_line(r));
     io::add_parameters(file, model.parameters(), "model.");
     if (name == "langevin") {
       for (Index k = 0; k < K; ++k)
@@ -485,8 +459,11 @@ PhaseAReport run_phase_a(nn::TextClassifier<S, Map>& model, const EncodedDataset
   if (options.representation == PhaseARepresentation::warmup && stage != "langevin") {
     const auto warm_start = std::chrono::steady_clock::now();
     // A warm-up resumed from its checkpoint: the time its Phase B run had taken up to it.
-    const double earlier_warmup =
-        stage == "warmup" ? detail::metadata_seconds(*saved, "phase_b.seconds", where) : 0.0;
+    const double earlier_warmup = stage == "warmup"
+                                      ? detail::read_value<double>(*saved, "phase_b.seconds", where,
+                                                                   detail::FieldFlags::optional |
+                                                                       detail::FieldFlags::duration)
+                                      : 0.0;
     ParameterSnapshot<S> before;
     if (!options.keep_warmup_weights) {
       if (stage == "warmup")
@@ -520,8 +497,8 @@ PhaseAReport run_phase_a(nn::TextClassifier<S, Map>& model, const EncodedDataset
       };
     }
     const EncodedDataset no_validation;
-    const PhaseBHistory h =
-        detail::run_phase_b(model, train, no_validation, warm, ck.enabled() ? &context : nullptr);
+    const PhaseBHistory h = detail::run_phase_b_in<S, Map>(ck.enabled() ? &context : nullptr, model,
+                                                           train, no_validation, warm);
     report.warmup_steps = h.steps;
     if (!options.keep_warmup_weights) before.restore(model.parameters());
     report.warmup_seconds = earlier_warmup + detail::seconds_since(warm_start);
@@ -533,7 +510,7 @@ PhaseAReport run_phase_a(nn::TextClassifier<S, Map>& model, const EncodedDataset
   Index first_omega = 0;
   std::vector<Matrix<S>> learned;
   if (stage == "langevin") {
-    first_omega = static_cast<Index>(detail::metadata_integer(*saved, "phase_a.next_omega", where));
+    first_omega = detail::read_value<Index>(*saved, "phase_a.next_omega", where);
     if (first_omega < 0 || first_omega > K) {
       throw io_error(std::string(where) + ": '" + ck.path + "': metadata 'phase_a.next_omega' is " +
                      std::to_string(first_omega) + ", outside [0, " + std::to_string(K) + "]");
@@ -564,8 +541,7 @@ PhaseAReport run_phase_a(nn::TextClassifier<S, Map>& model, const EncodedDataset
 
   ProgressReporter* progress = options.progress;
   if (progress) progress->set_total(options.steps * K);
-  detail::PhaseAProgress progress_callback{progress, 0, {}};
-  progress_callback.values = {{"energy", 0.0}, {"alignment", 0.0}, {"repulsion", 0.0}};
+  LangevinProgress progress_callback(progress, false);
 
   // The noise seeds of the Ω already learned are drawn again, so that the next one gets its own.
   for (Index k = 0; k < first_omega && options.steps > 0; ++k)
@@ -611,7 +587,7 @@ PhaseAReport run_phase_a(nn::TextClassifier<S, Map>& model, const EncodedDataset
       schedule.final_step_size = options.final_step_size;
       schedule.horizon = options.steps;
       ProjectedLangevin<BallProjection, CosineStep> langevin(lo, ball, schedule);
-      progress_callback.offset = k * options.steps;
+      progress_callback.first_step = k * options.steps;
       detail::LangevinStepObserver observer{ck.observer ? &ck : nullptr, k};
       langevin.optimize(hamiltonian, omega, progress_callback, observer);
     }

@@ -34,8 +34,8 @@
 /// reporter with a fake clock. The reporter is not thread-safe: callers that report from several
 /// threads serialize the calls (for example under a mutex).
 ///
-/// LangevinProgress adapts a reporter to the callback protocol of
-/// coulomb::ProjectedLangevin::optimize (particles/langevin.hpp) for Phase A.
+/// train/callbacks.hpp adapts a reporter to the callbacks of Phase A (LangevinProgress) and
+/// Phase B (PhaseBProgress).
 #pragma once
 
 #include <algorithm>
@@ -527,72 +527,6 @@ class ProgressReporter {
   double last_json_time_ = 0.0;
   bool finished_ = false;
   coulomb::detail::TerminalLine line_;
-};
-
-/// A callback for coulomb::ProjectedLangevin::optimize that reports every step to a
-/// ProgressReporter: the energy H_N before the step, the step size η_t, ‖∇H‖ and, when the
-/// objective has `terms()` (as coulomb::Hamiltonian does), the alignment and repulsion terms.
-/// If the reporter's total is unknown (0), begin_optimization sets it to the optimizer's
-/// `options().max_iterations`. With `finish_at_end`, end_optimization calls finish(). It never
-/// stops the run. Use:
-///
-///     ProgressReporter progress(std::cout, 0, {.label = "phase A"});
-///     langevin.optimize(hamiltonian, omega, LangevinProgress{progress});
-struct LangevinProgress {
-  ProgressReporter* reporter = nullptr;  ///< where to report (not owned; nullptr: nowhere)
-  bool finish_at_end = true;             ///< call reporter->finish() at the end of the run
-
-  /// Reports to `r`; `finish` as finish_at_end.
-  explicit LangevinProgress(ProgressReporter& r, bool finish = true)
-      : reporter(&r), finish_at_end(finish) {}
-
-  /// Sets the reporter's total from the optimizer when it is unknown.
-  template <typename Opt, typename F, typename M>
-  void begin_optimization(const Opt& optimizer, F&, const M&) {
-    if constexpr (requires { optimizer.options().max_iterations; }) {
-      if (reporter && reporter->total() == 0)
-        reporter->set_total(static_cast<Index>(optimizer.options().max_iterations));
-    }
-  }
-
-  /// Reports step `step.iteration + 1`; never stops the run.
-  template <typename Opt, typename F, typename M, typename Step>
-  bool step_taken(const Opt&, F& objective, const M&, const Step& step) {
-    if (!reporter) return false;
-    constexpr bool has_terms = requires {
-      objective.terms().alignment;
-    };
-    if (values_.empty()) {  // the names, once; later steps only change the numbers
-      values_.resize(has_terms ? 5 : 3);
-      std::size_t k = 0;
-      values_[k++].name = "energy";
-      if constexpr (has_terms) {
-        values_[k++].name = "alignment";
-        values_[k++].name = "repulsion";
-      }
-      values_[k++].name = "eta";
-      values_[k].name = "|grad|";
-    }
-    std::size_t k = 0;
-    values_[k++].value = static_cast<double>(step.energy);
-    if constexpr (has_terms) {
-      values_[k++].value = static_cast<double>(objective.terms().alignment);
-      values_[k++].value = static_cast<double>(objective.terms().repulsion);
-    }
-    values_[k++].value = static_cast<double>(step.step_size);
-    values_[k].value = static_cast<double>(step.gradient_norm);
-    reporter->update(static_cast<Index>(step.iteration) + 1, values_);
-    return false;
-  }
-
-  /// Calls finish() on the reporter when finish_at_end is set.
-  template <typename Opt, typename F, typename M>
-  void end_optimization(const Opt&, F&, const M&) {
-    if (reporter && finish_at_end) reporter->finish();
-  }
-
- private:
-  std::vector<ProgressValue> values_{};
 };
 
 }  // namespace coulomb::train

@@ -14,7 +14,7 @@
 #pragma once
 
 #include <array>
-#include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -39,6 +40,7 @@
 #include "../nn/text_classifier.hpp"
 #include "../text/encoder.hpp"
 #include "checkpoint.hpp"
+#include "detail_record_codec.hpp"
 
 namespace coulomb::train {
 
@@ -110,6 +112,22 @@ class RunFingerprint {
   }
   /// Adds a Boolean field ("true" / "false").
   void add_bool(std::string field, bool value) { add(std::move(field), value ? "true" : "false"); }
+
+  /// Adds every recorded field of `record` (a type with a detail::RecordLayout) as
+  /// "<prefix><name>", its value written as a checkpoint writes it.
+  template <typename Record>
+  void add_record(const std::string& prefix, const Record& record) {
+    detail::for_each_field<Record>([&](const auto& f) {
+      if (!f.when(record)) return;
+      const auto& value = f.get(record);
+      using T = std::remove_cvref_t<decltype(value)>;
+      if constexpr (detail::LaidOutRecord<T>) {
+        add_record(prefix + std::string(f.name), value);
+      } else {
+        add(prefix + std::string(f.name), detail::value_text(value, f.flags));
+      }
+    });
+  }
 
   /// Adds a dataset under `prefix`: its size, token count, classes, pair flag and CRC-32C
   /// checksums of its ids, segments, sequence lengths and labels.
@@ -206,106 +224,9 @@ inline bool checkpoint_exists(const std::string& path) {
   return std::filesystem::is_regular_file(path, ec);
 }
 
-/// The four state words of `rng` as text: 16 hexadecimal digits each, separated by spaces.
-inline std::string rng_state_text(const Rng& rng) {
-  std::string out;
-  for (const std::uint64_t word : rng.state()) {
-    char buf[20];
-    const int n = std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(word));
-    if (!out.empty()) out += ' ';
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  return out;
-}
-
-/// Parses rng_state_text's output; io_error naming the file and key otherwise.
-template <RealScalar S>
-std::array<std::uint64_t, 4> metadata_rng_state(const io::ModelFile<S>& file,
-                                                const std::string& key, std::string_view where) {
-  const std::string& text = file.metadata_value(key);
-  std::array<std::uint64_t, 4> words{};
-  const char* p = text.data();
-  const char* end = text.data() + text.size();
-  bool ok = true;
-  for (std::size_t i = 0; i < 4 && ok; ++i) {
-    if (i > 0) ok = p < end && *p++ == ' ';
-    const auto [next, ec] = std::from_chars(p, end, words[i], 16);
-    ok = ok && ec == std::errc() && next - p == 16;
-    p = next;
-  }
-  if (!ok || p != end || (words[0] | words[1] | words[2] | words[3]) == 0) {
-    throw io_error(std::string(where) + ": '" + file.source() + "': metadata '" + key +
-                   "' is not a generator state (four words of 16 hexadecimal digits)");
-  }
-  return words;
-}
-
-/// Metadata `key` as "true" or "false"; io_error otherwise.
-template <RealScalar S>
-bool metadata_bool(const io::ModelFile<S>& file, const std::string& key, std::string_view where) {
-  const std::string& text = file.metadata_value(key);
-  if (text == "true") return true;
-  if (text == "false") return false;
-  throw io_error(std::string(where) + ": '" + file.source() + "': metadata '" + key +
-                 "' is neither true nor false");
-}
-
-/// Metadata `key` as a double that may be NaN ("nan"); io_error otherwise.
-template <RealScalar S>
-double metadata_number(const io::ModelFile<S>& file, const std::string& key,
-                       std::string_view where) {
-  const std::string& text = file.metadata_value(key);
-  if (text == "nan" || text == "-nan") return std::numeric_limits<double>::quiet_NaN();
-  const std::string w(where);
-  return metadata_double(file, key, w.c_str());
-}
-
-/// Metadata `key` as a duration in seconds (finite, ≥ 0), or 0 when the file has no such key
-/// (a checkpoint written before the key existed); io_error naming the file and key otherwise.
-template <RealScalar S>
-double metadata_seconds(const io::ModelFile<S>& file, const std::string& key,
-                        std::string_view where) {
-  if (file.find_metadata(key) == nullptr) return 0.0;
-  const double value = metadata_number(file, key, where);
-  if (!(value >= 0.0 && value <= std::numeric_limits<double>::max())) {
-    throw io_error(std::string(where) + ": '" + file.source() + "': metadata '" + key +
-                   "' is not a duration in seconds (finite and >= 0)");
-  }
-  return value;
-}
-
-/// Parses `count` numbers separated by single spaces from `text` (NaN as "nan"); false on any
-/// malformed input.
-inline bool parse_numbers(std::string_view text, std::span<double> out) {
-  const char* p = text.data();
-  const char* end = text.data() + text.size();
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    if (i > 0) {
-      if (p >= end || *p != ' ') return false;
-      ++p;
-    }
-    const char* stop = p;
-    while (stop < end && *stop != ' ') ++stop;
-    const std::string_view word(p, static_cast<std::size_t>(stop - p));
-    if (word == "nan" || word == "-nan") {
-      out[i] = std::numeric_limits<double>::quiet_NaN();
-    } else {
-      const auto [next, ec] = std::from_chars(p, stop, out[i]);
-      if (ec != std::errc() || next != stop) return false;
-    }
-    p = stop;
-  }
-  return p == end;
-}
-
-/// The numbers as parse_numbers reads them (17 significant digits each).
-inline std::string numbers_text(std::span<const double> values) {
-  std::string out;
-  for (const double v : values) {
-    if (!out.empty()) out += ' ';
-    out += exact_decimal(v);
-  }
-  return out;
+/// Seconds of wall time since `start`.
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 /// Sets the metadata every checkpoint has: "checkpoint.kind" and "checkpoint.layout".
