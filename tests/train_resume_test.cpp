@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -657,6 +658,134 @@ TEST_CASE("TrainResume_PhaseAWarmupTimeCoversEverySession", "[train][resume][tim
   CHECK(resumed.warmup_steps == full.warmup_steps);
   CHECK(resumed.warmup_seconds >= 3 * pause);
   CHECK(resumed.seconds >= resumed.warmup_seconds);
+}
+
+namespace {
+
+/// A copy of the fixture tests/data/train_checkpoint_layout1_<name>.ckpt in `dir`: a checkpoint
+/// that the build before the record codec (layout 1, commit 58f422e) wrote while running this
+/// file's pipeline (tiny_config, model seed 3, phase_a_options, phase_b_options) with a
+/// checkpoint after every step.
+std::string layout1_checkpoint(const ScratchDir& dir, const std::string& name) {
+  const std::string path = dir.file(name + ".ckpt");
+  fs::copy_file(fs::path(COULOMB_TEST_DATA_DIR) / ("train_checkpoint_layout1_" + name + ".ckpt"),
+                path);
+  return path;
+}
+
+/// The numbers of a line of text (exact decimals separated by spaces; "nan" for NaN).
+std::vector<double> numbers(const std::string& text) {
+  std::vector<double> out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find_first_of(" \n", start);
+    if (end == std::string::npos) end = text.size();
+    out.push_back(std::strtod(text.substr(start, end - start).c_str(), nullptr));
+    start = end + 1;
+  }
+  return out;
+}
+
+/// Line `k` of the checkpoint blob "phase_b.history", as numbers.
+std::vector<double> history_line(const coulomb::io::ModelFile<float>& file, std::size_t k) {
+  const std::string& text = file.blob("phase_b.history");
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < k; ++i) start = text.find('\n', start) + 1;
+  return numbers(text.substr(start, text.find('\n', start) - start));
+}
+
+/// Whether `e` holds the numbers of a history line, bit for bit (NaN as NaN).
+bool same_epoch(const coulomb::train::EpochRecord& e, const std::vector<double>& v) {
+  auto same = [](double x, double y) { return std::isnan(x) ? std::isnan(y) : x == y; };
+  return v.size() == 10 && same(static_cast<double>(e.epoch), v[0]) &&
+         same(static_cast<double>(e.steps), v[1]) && same(e.train_loss, v[2]) &&
+         same(e.learning_rate, v[3]) && same(e.validation_accuracy, v[4]) &&
+         same(e.validation_loss, v[5]) && same(e.validation_metric, v[6]) &&
+         same(e.improved ? 1.0 : 0.0, v[7]) && same(e.tokens_per_second, v[8]) &&
+         same(e.seconds, v[9]);
+}
+
+}  // namespace
+
+TEST_CASE("TrainResume_CheckpointsOfTheFirstLayoutStillResume", "[train][resume]") {
+  // Fixtures written before the record codec: each resumes in this build. A finished Phase B
+  // returns the history and the parameters of the file; the others run to their end and keep
+  // what the file recorded (their later steps are this build's own arithmetic).
+  ScratchDir dir("layout1");
+  const Task task = make_task();
+  {
+    INFO("Phase B, finished");
+    PhaseBOptions options = phase_b_options();
+    options.checkpoint.path = layout1_checkpoint(dir, "phase_b_done");
+    options.checkpoint.resume = true;
+    const auto saved = coulomb::io::load_model_file<float>(options.checkpoint.path);
+    Model model(tiny_config(), 99);
+    const PhaseBHistory h =
+        coulomb::train::run_phase_b(model, task.train, task.validation, options);
+    CHECK(h.steps == 24);
+    CHECK(h.tokens == std::stoll(saved.metadata_value("phase_b.tokens")));
+    CHECK(h.best_epoch == std::stoll(saved.metadata_value("phase_b.best_epoch")));
+    CHECK(h.best_metric ==
+          std::strtod(saved.metadata_value("phase_b.best_metric").c_str(), nullptr));
+    CHECK_FALSE(h.stopped_early);
+    REQUIRE(h.epochs.size() == 4);
+    for (std::size_t k = 0; k < 4; ++k) CHECK(same_epoch(h.epochs[k], history_line(saved, k)));
+    for (const auto& p : model.parameters()) {
+      INFO("parameter " << p.name);
+      CHECK(same_bits(*p.value, saved.tensor("model." + p.name)));
+    }
+  }
+  {
+    INFO("Phase B, epoch 2 after 2 of its 6 steps");
+    PhaseBOptions options = phase_b_options();
+    options.checkpoint.path = layout1_checkpoint(dir, "phase_b_mid_epoch");
+    options.checkpoint.resume = true;
+    const auto saved = coulomb::io::load_model_file<float>(options.checkpoint.path);
+    Model model(tiny_config(), 99);
+    const PhaseBHistory h =
+        coulomb::train::run_phase_b(model, task.train, task.validation, options);
+    REQUIRE(h.epochs.size() >= 3);
+    CHECK(same_epoch(h.epochs[0], history_line(saved, 0)));
+    CHECK(same_epoch(h.epochs[1], history_line(saved, 1)));
+    CHECK(h.epochs[2].steps == 6);
+    CHECK(h.steps == 6 * static_cast<Index>(h.epochs.size()));
+  }
+  {
+    INFO("Phase A, Langevin stage: Omega 0 learned, Omega 1 not yet");
+    PhaseAOptions options = phase_a_options();
+    options.checkpoint.path = layout1_checkpoint(dir, "phase_a_langevin");
+    options.checkpoint.resume = true;
+    const auto saved = coulomb::io::load_model_file<float>(options.checkpoint.path);
+    Model model(tiny_config(), 99);
+    const PhaseAReport r = coulomb::train::run_phase_a(model, task.train, options);
+    CHECK(r.sequences == 32);
+    CHECK(r.warmup_steps == 9);
+    REQUIRE(r.omegas.size() == 2);
+    const std::vector<double> omega0 = numbers(saved.metadata_value("phase_a.report.omega.0"));
+    REQUIRE(omega0.size() == 12);
+    const auto& o = r.omegas[0];
+    CHECK(o.omega == 0);
+    CHECK(static_cast<double>(o.samples) == omega0[1]);
+    CHECK(o.radius == omega0[2]);
+    CHECK(o.energy_before == omega0[3]);
+    CHECK(o.energy_after == omega0[4]);
+    CHECK(o.relative_change == omega0[11]);
+    CHECK(same_bits(model.omega(0), saved.tensor("model.encoder.0.attention.omega")));
+    CHECK(r.omegas[1].omega == 1);
+    CHECK(r.omegas[1].samples == 64);
+    CHECK_FALSE(model.omega_trainable());
+  }
+  {
+    INFO("Phase A, warm-up: epoch 1 after 2 of its 3 steps");
+    PhaseAOptions options = phase_a_options();
+    options.checkpoint.path = layout1_checkpoint(dir, "phase_a_warmup");
+    options.checkpoint.resume = true;
+    Model model(tiny_config(), 99);
+    const PhaseAReport r = coulomb::train::run_phase_a(model, task.train, options);
+    CHECK(r.warmup_steps == 9);
+    CHECK(r.sequences == 32);
+    CHECK(r.omegas.size() == 2);
+  }
 }
 
 }  // namespace train_resume_test
