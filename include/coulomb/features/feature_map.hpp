@@ -190,6 +190,18 @@ class FeatureMapBase {
     derived().on_particles_changed();
   }
 
+  /// Ω itself, writable in place: the storage a model's parameter view points to, so that the
+  /// optimizer and model files change the one copy of Ω. Writes skip set_omega's checks and must
+  /// keep the shape; call particles_written() after them, before the next call of the map.
+  MatrixType& omega_storage() noexcept { return omega_; }
+
+  /// Recomputes what the map derives from Ω (its overflow bounds, on_particles_changed) after
+  /// Ω or the phases were written in place through omega_storage() or phases_storage().
+  void particles_written() {
+    update_omega_bounds();
+    derived().on_particles_changed();
+  }
+
   /// Φ(X) into `Phi` (resized to n×D; no allocation if it already has that shape). Throws
   /// numerical_error naming 'X' when X is finite but so large that the features overflow the
   /// scalar type (docs/numerics.md).

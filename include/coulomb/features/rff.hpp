@@ -83,8 +83,14 @@ class RandomFourier : public FeatureMapBase<RandomFourier<ScalarT, Form>, Scalar
   /// σ of the reference Gaussian kernel.
   double bandwidth() const noexcept { return bandwidth_; }
 
-  /// The phases b (m entries; empty for cos_sin).
-  const VectorType& phases() const noexcept { return phases_; }
+  /// The phases b (m entries; empty for cos_sin), a read-only view of the map's storage.
+  Eigen::Map<const VectorType> phases() const noexcept {
+    return Eigen::Map<const VectorType>(phases_.data(), phases_.size());
+  }
+
+  /// The phases as the m × 1 matrix the map stores, writable in place (cosine_phase only): the
+  /// storage a model's parameter view points to. Call particles_written() after writing.
+  MatrixType& phases_storage() noexcept requires(with_phase) { return phases_; }
 
   /// Replaces the phases; b must be finite with num_particles() entries.
   template <typename DB>
@@ -164,7 +170,7 @@ class RandomFourier : public FeatureMapBase<RandomFourier<ScalarT, Form>, Scalar
   }
 
   double bandwidth_ = 1.0;
-  VectorType phases_;
+  MatrixType phases_;  // b as an m × 1 matrix (what a parameter view points to); empty for cos_sin
 };
 
 /// RFF with random phases, √(2/m) cos(Ωx + b).
