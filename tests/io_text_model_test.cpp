@@ -246,6 +246,8 @@ void check_rff_round_trip(const std::string& key, bool shared_omega, double band
     const Map& saved = model.feature_map(l);
     const Map& read = loaded.model.feature_map(l);
     CHECK(bitwise_equal(read.omega(), saved.omega()));
+    // Loaded into the map's own Ω, the one copy (nn_omega_owner_test.cpp).
+    CHECK(&loaded.model.omega(loaded.model.omega_index(l)) == &read.omega());
     CHECK(bitwise_equal(Matrix<S>(read.phases()), Matrix<S>(saved.phases())));
     CHECK(read.phases().size() == (Map::has_phases ? config.num_features : 0));
     CHECK(read.bandwidth() == bandwidth);

@@ -16,6 +16,7 @@
 
 #include <coulomb/features/softmax_features.hpp>
 #include <coulomb/nn/loss.hpp>
+#include <coulomb/nn/phase_a_representations.hpp>
 #include <coulomb/nn/text_classifier.hpp>
 
 #include "nn_support.hpp"
@@ -74,7 +75,7 @@ TEST_CASE("NnTextClassifier_TiedPhaseARepresentationsArePooledQueries", "[nn][mo
   Model model(c, 62);
   const coulomb::TokenBatch batch =
       coulomb_nn_test::make_batch({3, 7, 1}, 7, c.vocab_size, c.num_classes, rng);
-  const auto reps = model.phase_a_representations(batch);
+  const auto reps = coulomb::nn::phase_a_representations(model, batch);
   REQUIRE(reps.size() == 2);
   const double scale = std::pow(4.0, -0.25);
   for (Index i = 0; i < 2; ++i) {

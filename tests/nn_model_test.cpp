@@ -20,6 +20,7 @@
 
 #include <coulomb/features/favor.hpp>
 #include <coulomb/nn/loss.hpp>
+#include <coulomb/nn/phase_a_representations.hpp>
 #include <coulomb/nn/text_classifier.hpp>
 
 #include "nn_support.hpp"
@@ -399,7 +400,7 @@ TEST_CASE("NnTextClassifier_PhaseARepresentations", "[nn][model][phase_a]") {
   const TextClassifierConfig c = small_config();
   Model model(c, 31);
   const coulomb::TokenBatch batch = make_batch({6, 2, 4}, 6, c.vocab_size, c.num_classes, rng);
-  const std::vector<Mat<double>> reps = model.phase_a_representations(batch);
+  const std::vector<Mat<double>> reps = coulomb::nn::phase_a_representations(model, batch);
   REQUIRE(reps.size() == 2);
   CHECK(reps[0].rows() == 3);
   CHECK(reps[0].cols() == 8);
@@ -432,15 +433,23 @@ TEST_CASE("NnTextClassifier_PhaseARepresentations", "[nn][model][phase_a]") {
   }
 
   // Eval mode: no dropout, so the representations do not depend on any generator.
-  const std::vector<Mat<double>> again = model.phase_a_representations(batch);
+  const std::vector<Mat<double>> again = coulomb::nn::phase_a_representations(model, batch);
   CHECK(again[1] == reps[1]);
 
-  const Mat<double> stacked = Model::split_heads(reps[0], 2);
+  const Mat<double> stacked = coulomb::nn::split_heads(reps[0], 2);
   CHECK(stacked.rows() == 6);
   CHECK(stacked.cols() == 4);
   CHECK(stacked.topRows(3) == reps[0].leftCols(4));
   CHECK(stacked.bottomRows(3) == reps[0].rightCols(4));
-  CHECK_THROWS_WITH(Model::split_heads(reps[0], 3), Contains("'representations'"));
+  CHECK_THROWS_WITH(coulomb::nn::split_heads(reps[0], 3), Contains("'representations'"));
+  // Into rows of a larger sample: head h at first_row + h·head_stride.
+  Mat<double> sample = Mat<double>::Zero(10, 4);
+  coulomb::nn::split_heads_into(reps[0], 2, sample, 1, 5);
+  CHECK(sample.middleRows(1, 3) == reps[0].leftCols(4));
+  CHECK(sample.middleRows(6, 3) == reps[0].rightCols(4));
+  CHECK(sample.row(0).isZero(0));
+  CHECK(sample.row(4).isZero(0));
+  CHECK_THROWS_WITH(coulomb::nn::split_heads_into(reps[0], 2, sample, 3, 5), Contains("'out'"));
 }
 
 TEST_CASE("NnTextClassifier_OmegaAccess", "[nn][model][omega]") {
@@ -475,10 +484,9 @@ TEST_CASE("NnTextClassifier_OmegaAccess", "[nn][model][omega]") {
     model.backward(dlogits);
     CHECK(by_name(model).at("encoder.0.attention.omega").gradient->norm() > 0.0);
 
-    // An optimizer writes the value; the map follows at the next forward.
+    // An optimizer writes the value, which is the map's own Ω (nn_omega_owner_test.cpp).
     Mat<double>& value = *by_name(model).at("encoder.0.attention.omega").value;
     value(0, 0) += 0.5;
-    model.forward(batch, after);
     CHECK(model.feature_map(0).omega() == value);
 
     const Mat<double> old = model.omega(0);

@@ -45,16 +45,6 @@ namespace coulomb::io {
 
 namespace detail {
 
-/// Re-sets every Ω so that the layers' feature maps hold the loaded values now (not only at the
-/// next forward).
-template <RealScalar S, FeatureMap Map>
-void sync_omegas(nn::TextClassifier<S, Map>& model) {
-  for (Index i = 0; i < model.num_omegas(); ++i) {
-    const Matrix<S> omega = model.omega(i);
-    model.set_omega(i, omega);
-  }
-}
-
 /// Throws io_error, before anything is copied into `model`, unless every tensor of `file` that
 /// would become one of model's Ω (or RFF phases) is finite: a feature map cannot hold a
 /// non-finite Ω, even when the container reader accepted non-finite entries
@@ -218,7 +208,6 @@ LoadedTextModel<S, Map> load_text_model(const ModelFile<S>& file,
                                  std::move(vocabulary), std::move(header)};
   detail::require_finite_omegas(file, loaded.model, where);
   load_parameters(file, loaded.model.parameters(), TextModelFormat::tensor_prefix);
-  detail::sync_omegas(loaded.model);
   return loaded;
 }
 
@@ -279,7 +268,6 @@ TextModelAssets load_text_model_into(const std::string& path, nn::TextClassifier
   Vocabulary vocabulary = detail::parse_text_model_vocabulary(file, header, where);
   detail::require_finite_omegas(file, model, where);
   load_parameters(file, model.parameters(), TextModelFormat::tensor_prefix);
-  detail::sync_omegas(model);
   return TextModelAssets{std::move(vocabulary), std::move(header)};
 }
 

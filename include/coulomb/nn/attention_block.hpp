@@ -14,6 +14,7 @@
 /// and keys, the one projection receives the sum of both gradients.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -64,11 +65,19 @@ class MultiHeadAttention {
       : kind_(AttentionKind::linear), tied_(tied_qk), exact_(options) {
     const char* where = "coulomb::nn::MultiHeadAttention::constructor";
     check_width(d_model, options, where);
-    if (!(map.input_dim() * options.num_heads == d_model))
-      detail::throw_invalid(
-          where,
-          "argument 'map' has input_dim " + std::to_string(map.input_dim()) +
-              ", expected d_model / num_heads = " + std::to_string(d_model / options.num_heads));
+    check_map(map, d_model, options.num_heads, where);
+    linear_.emplace(map, options);
+    make_projections(d_model);
+  }
+
+  /// As above, but borrowing `map` instead of copying it: the block uses that very map, which
+  /// must outlive it (a model that owns its maps, nn/encoder_stack.hpp).
+  MultiHeadAttention(Index d_model, std::reference_wrapper<Map> map, AttentionOptions options,
+                     bool tied_qk)
+      : kind_(AttentionKind::linear), tied_(tied_qk), exact_(options) {
+    const char* where = "coulomb::nn::MultiHeadAttention::constructor";
+    check_width(d_model, options, where);
+    check_map(map.get(), d_model, options.num_heads, where);
     linear_.emplace(map, options);
     make_projections(d_model);
   }
@@ -117,6 +126,23 @@ class MultiHeadAttention {
     return linear_->feature_map(0);
   }
 
+  /// Whether the block borrows its feature map (constructed from std::ref, or
+  /// borrow_feature_map) rather than owning a copy.
+  bool borrows_feature_map() const noexcept {
+    return kind_ == AttentionKind::linear && linear_->borrows_maps();
+  }
+
+  /// Uses `map` from now on, borrowed (it must outlive the block): how a copied model points its
+  /// layers at its own maps. Throws invalid_argument for softmax attention or a map whose
+  /// input_dim() is not head_dim().
+  void borrow_feature_map(Map& map) {
+    const char* where = "coulomb::nn::MultiHeadAttention::borrow_feature_map";
+    require_linear("borrow_feature_map");
+    check_map(map, model_dim(), num_heads(), where);
+    const AttentionOptions options = linear_->options();
+    linear_.emplace(std::ref(map), options);
+  }
+
   /// Whether backward computes ∂L/∂Ω (linear attention).
   bool omega_gradient() const noexcept {
     return kind_ == AttentionKind::linear && linear_->options().omega_gradient;
@@ -126,8 +152,13 @@ class MultiHeadAttention {
     if (kind_ != AttentionKind::linear || linear_->options().omega_gradient == on) return;
     AttentionOptions opt = linear_->options();
     opt.omega_gradient = on;
-    Map map = linear_->feature_map(0);
-    linear_.emplace(std::move(map), opt);
+    if (linear_->borrows_maps()) {
+      Map& map = linear_->feature_map(0);  // not the attention's: survives the emplace
+      linear_.emplace(std::ref(map), opt);
+    } else {
+      Map map = std::move(linear_->feature_map(0));
+      linear_.emplace(std::move(map), opt);
+    }
   }
 
   /// Y = A W_O + b_O for the input X (n × d) and the padding mask (L × B, n = L·B); Y resized
@@ -215,6 +246,13 @@ class MultiHeadAttention {
       detail::throw_invalid(where, "argument 'd_model' (" + std::to_string(d_model) +
                                        ") must be a positive multiple of options.num_heads (" +
                                        std::to_string(options.num_heads) + ")");
+  }
+
+  static void check_map(const Map& map, Index d_model, Index num_heads, const char* where) {
+    if (!(map.input_dim() * num_heads == d_model))
+      detail::throw_invalid(
+          where, "argument 'map' has input_dim " + std::to_string(map.input_dim()) +
+                     ", expected d_model / num_heads = " + std::to_string(d_model / num_heads));
   }
 
   void make_projections(Index d) {

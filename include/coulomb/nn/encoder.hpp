@@ -12,6 +12,7 @@
 /// adds its input gradient.
 #pragma once
 
+#include <functional>
 #include <random>
 #include <string>
 
@@ -46,6 +47,17 @@ class EncoderLayer {
 
   /// A layer with linear attention over a copy of `map`.
   EncoderLayer(const EncoderLayerOptions& options, const Map& map)
+      : norm1_(options.d_model, options.layer_norm_eps),
+        attention_(options.d_model, map, options.attention, options.tied_qk),
+        dropout1_(options.dropout),
+        norm2_(options.d_model, options.layer_norm_eps),
+        ffn1_(options.d_model, options.d_ff),
+        ffn2_(options.d_ff, options.d_model),
+        dropout2_(options.dropout) {}
+
+  /// A layer with linear attention over `map`, borrowed: the layer uses that very map, which
+  /// must outlive it (EncoderStack owns the maps of its layers).
+  EncoderLayer(const EncoderLayerOptions& options, std::reference_wrapper<Map> map)
       : norm1_(options.d_model, options.layer_norm_eps),
         attention_(options.d_model, map, options.attention, options.tied_qk),
         dropout1_(options.dropout),
@@ -118,7 +130,8 @@ class EncoderLayer {
   }
 
   /// Appends prefix + norm1.{gain,bias}, attention.{w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o},
-  /// norm2.{gain,bias}, ffn.{w_1, b_1, w_2, b_2}; Ω is not among them (the model owns it).
+  /// norm2.{gain,bias}, ffn.{w_1, b_1, w_2, b_2}; Ω is not among them (its map may be shared by
+  /// several layers; EncoderStack appends it).
   /// `after_attention` is called between the attention and norm2, so that a caller can insert
   /// parameters of the attention (Ω) in that position.
   template <typename F>

@@ -89,7 +89,8 @@ struct ResumedPhaseB {
 };
 
 /// The checkpoints of one Phase B run: its fingerprint, writing and resuming. Holds references
-/// to the run's model, stepper and tracker (`stop` is null without validation).
+/// to the run's stepper (whose parameters are the model's) and tracker (`stop` is null without
+/// validation).
 template <RealScalar S, FeatureMap Map>
 class PhaseBCheckpoints {
  public:
@@ -101,7 +102,6 @@ class PhaseBCheckpoints {
         context_(context),
         kind_(context != nullptr ? context->kind : std::string_view("phase_b")),
         running_(context != nullptr ? context->stage : std::string_view("running")),
-        model_(model),
         stepper_(stepper),
         stop_(stop) {
     if (!enabled()) return;
@@ -178,7 +178,6 @@ class PhaseBCheckpoints {
     restore_optimizer_state(file, stepper_.optimizer(), params);
     if (stop_ != nullptr) restore_early_stopping_state(file, *stop_);
     io::load_parameters(file, params, "model.");
-    if (model_.config().attention == nn::AttentionKind::linear) sync_model_omegas(model_);
     stepper_.dropout_rng().set_state(record.dropout_rng);
     return r;
   }
@@ -188,7 +187,6 @@ class PhaseBCheckpoints {
   const PhaseBCheckpointContext<S>* context_;
   std::string_view kind_;
   std::string_view running_;
-  nn::TextClassifier<S, Map>& model_;
   PhaseBStepper<S, Map>& stepper_;
   EarlyStopping<S>* stop_;
   RunFingerprint fingerprint_;

@@ -7,11 +7,11 @@
 /// inputs x; then Ω is set in the model and frozen for Phase B (train/phase_b.hpp).
 /// Documented in docs/training.md (section "Phase A").
 ///
-/// Representations (TextClassifier::phase_a_representations): for sequence b and head h of
+/// Representations (nn::phase_a_representations): for sequence b and head h of
 /// layer l, r_{l,b,h} = d_head^{-1/4} · masked mean of the keys of head h — the inputs the
 /// layer's feature map sees, pooled per sequence. Each layer's map is shared by its heads, so
 /// the heads are samples of the same kernel: the rows of every head are stacked
-/// (TextClassifier::split_heads) and the sequence's label is repeated once per head. With one
+/// (nn::split_heads) and the sequence's label is repeated once per head. With one
 /// Ω per layer, layer l's Ω is learned on layer l's rows (H·n samples); with one shared Ω, on
 /// the rows of every layer stacked (N·H·n samples). Every layer's representations come from one
 /// evaluation pass of the model as it is before Phase A.
@@ -45,6 +45,7 @@
 #include "../features/feature_map.hpp"
 #include "../io/model_file.hpp"
 #include "../io/parameters.hpp"
+#include "../nn/phase_a_representations.hpp"
 #include "../nn/text_classifier.hpp"
 #include "../particles/alignment.hpp"
 #include "../particles/hamiltonian.hpp"
@@ -246,9 +247,18 @@ void collect_phase_a_inputs(nn::TextClassifier<S, Map>& model, const EncodedData
   const Index n = static_cast<Index>(indices.size());
   const Index layers = model.num_layers();
   const Index H = model.config().num_heads;
-  const Index d = model.config().d_model;
-  const Index dh = d / H;
-  std::vector<Matrix<S>> pooled(static_cast<std::size_t>(layers), Matrix<S>(n, d));
+  const Index dh = model.config().d_model / H;
+  const Index K = model.num_omegas();
+  // Layer l's heads go to block slot[l] of X[omega_index(l)]: H·n rows per layer, head after
+  // head, each batch straight to its rows.
+  std::vector<Index> slot(static_cast<std::size_t>(layers));
+  std::vector<Index> layers_of(static_cast<std::size_t>(K), 0);
+  for (Index l = 0; l < layers; ++l)
+    slot[static_cast<std::size_t>(l)] = layers_of[static_cast<std::size_t>(model.omega_index(l))]++;
+  X.assign(static_cast<std::size_t>(K), Matrix<S>());
+  labels.assign(static_cast<std::size_t>(K), std::vector<int>());
+  for (Index k = 0; k < K; ++k)
+    X[static_cast<std::size_t>(k)].resize(layers_of[static_cast<std::size_t>(k)] * H * n, dh);
   std::vector<Matrix<S>> reps;
   TokenBatch batch;
   for (Index start = 0; start < n; start += batch_size) {
@@ -256,32 +266,18 @@ void collect_phase_a_inputs(nn::TextClassifier<S, Map>& model, const EncodedData
     make_batch(data,
                indices.subspan(static_cast<std::size_t>(start), static_cast<std::size_t>(count)),
                batch);
-    model.phase_a_representations(batch, reps);
-    for (Index l = 0; l < layers; ++l)
-      pooled[static_cast<std::size_t>(l)].middleRows(start, count) =
-          reps[static_cast<std::size_t>(l)];
-  }
-  const Index K = model.num_omegas();
-  X.assign(static_cast<std::size_t>(K), Matrix<S>());
-  labels.assign(static_cast<std::size_t>(K), std::vector<int>());
-  std::vector<Index> layers_of(static_cast<std::size_t>(K), 0);
-  for (Index l = 0; l < layers; ++l) ++layers_of[static_cast<std::size_t>(model.omega_index(l))];
-  std::vector<Index> filled(static_cast<std::size_t>(K), 0);
-  for (Index k = 0; k < K; ++k) {
-    X[static_cast<std::size_t>(k)].resize(layers_of[static_cast<std::size_t>(k)] * H * n, dh);
-    labels[static_cast<std::size_t>(k)].reserve(
-        static_cast<std::size_t>(layers_of[static_cast<std::size_t>(k)] * H * n));
+    nn::phase_a_representations(model, batch, reps);
+    for (Index l = 0; l < layers; ++l) {
+      const auto k = static_cast<std::size_t>(model.omega_index(l));
+      nn::split_heads_into(reps[static_cast<std::size_t>(l)], H, X[k],
+                           slot[static_cast<std::size_t>(l)] * H * n + start, n);
+    }
   }
   for (Index l = 0; l < layers; ++l) {
-    const auto k = static_cast<std::size_t>(model.omega_index(l));
-    const Matrix<S>& P = pooled[static_cast<std::size_t>(l)];
-    for (Index h = 0; h < H; ++h) {
-      X[k].middleRows(filled[k], n) = P.middleCols(h * dh, dh);
-      filled[k] += n;
+    auto& y = labels[static_cast<std::size_t>(model.omega_index(l))];
+    for (Index h = 0; h < H; ++h)
       for (Index i = 0; i < n; ++i)
-        labels[k].push_back(
-            data.labels[static_cast<std::size_t>(indices[static_cast<std::size_t>(i)])]);
-    }
+        y.push_back(data.labels[static_cast<std::size_t>(indices[static_cast<std::size_t>(i)])]);
   }
 }
 
@@ -450,7 +446,6 @@ PhaseAReport run_phase_a(nn::TextClassifier<S, Map>& model, const EncodedDataset
   if (stage == "done") {
     // The run had finished: its final model and report.
     io::load_parameters(*saved, model.parameters(), "model.");
-    detail::sync_model_omegas(model);
     detail::restore_phase_a_report(*saved, K, report, where);
     report.seconds = earlier_seconds + detail::seconds_since(start);
     return report;
@@ -527,7 +522,8 @@ PhaseAReport run_phase_a(nn::TextClassifier<S, Map>& model, const EncodedDataset
     }
     detail::restore_phase_a_report(*saved, first_omega, report, where);
   }
-  for (Index k = 0; k < K; ++k) start_omegas.push_back(model.omega(k));
+  if (ck.enabled())
+    for (Index k = 0; k < K; ++k) start_omegas.push_back(model.omega(k));
 
   const std::vector<Index> indices =
       detail::subsample_indices(train.size(), options.num_sequences, sample_rng);

@@ -295,16 +295,6 @@ void save_checkpoint(const CheckpointOptions& options, const io::ModelFile<S>& f
   notify(options, event);
 }
 
-/// Re-sets every Ω of `model` to its current value, so that the feature maps hold the values
-/// loaded into the parameters now.
-template <RealScalar S, FeatureMap Map>
-void sync_model_omegas(nn::TextClassifier<S, Map>& model) {
-  for (Index k = 0; k < model.num_omegas(); ++k) {
-    const Matrix<S> omega = model.omega(k);
-    model.set_omega(k, omega);
-  }
-}
-
 }  // namespace detail
 
 }  // namespace coulomb::train
