@@ -116,14 +116,14 @@ PhaseAOptions phase_a_options() {
   o.representation = coulomb::train::PhaseARepresentation::warmup;
   o.num_sequences = 32;
   o.batch_size = 16;
-  o.warmup_steps = 9;
-  o.warmup.batch_size = 8;
-  o.warmup.learning_rate = 5e-3;
-  o.warmup.seed = 5;
-  o.steps = 12;
-  o.step_size = 0.2;
-  o.beta = 1e4;
-  o.langevin_batch_size = 24;
+  o.warmup.steps = 9;
+  o.warmup.training.batch_size = 8;
+  o.warmup.training.learning_rate = 5e-3;
+  o.warmup.training.seed = 5;
+  o.langevin.max_iterations = 12;
+  o.schedule.step_size = 0.2;
+  o.langevin.beta = 1e4;
+  o.langevin.batch_size = 24;
   o.seed = 7;
   return o;
 }

@@ -4,8 +4,8 @@
 // (FAVOR+) and softmax attention; a frozen Ω stays bit-identical through Phase B; the same seed
 // gives the same bits; the best epoch is restored; divergence is reported with the step and the
 // parameter; Phase A lowers the Hamiltonian, changes Ω, keeps it in the ball and freezes it; the
-// whole pipeline is reproducible; the evaluation does not depend on the batch size; bad options
-// are refused.
+// whole pipeline is reproducible; callbacks see every step and change nothing; the evaluation
+// does not depend on the batch size; bad options are refused.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <coulomb/features/favor.hpp>
+#include <coulomb/particles/callbacks.hpp>
 #include <coulomb/particles/langevin.hpp>
 #include <coulomb/train/phase_a.hpp>
 #include <coulomb/train/phase_b.hpp>
@@ -93,11 +94,11 @@ PhaseAOptions phase_a_options(std::uint64_t seed, PhaseARepresentation represent
   PhaseAOptions o;
   o.representation = representation;
   o.num_sequences = 96;
-  o.warmup_steps = 20;
-  o.warmup.batch_size = 16;
-  o.warmup.learning_rate = 1e-2;
-  o.steps = 60;
-  o.step_size = 0.5;
+  o.warmup.steps = 20;
+  o.warmup.training.batch_size = 16;
+  o.warmup.training.learning_rate = 1e-2;
+  o.langevin.max_iterations = 60;
+  o.schedule.step_size = 0.5;
   o.repulsion = 1e-3;
   o.seed = seed;
   return o;
@@ -340,9 +341,9 @@ TEST_CASE("PhaseAB_PipelineIsSeedReproducible", "[train][phase_a][phase_b]") {
   config.dropout = 0.1;
   auto run = [&](Model& model, std::uint64_t seed) {
     PhaseAOptions a = phase_a_options(seed, PhaseARepresentation::warmup);
-    a.beta = 1e4;  // with Langevin noise
-    a.langevin_batch_size = 64;
-    a.warmup.seed = seed + 1;
+    a.langevin.beta = 1e4;  // with Langevin noise
+    a.langevin.batch_size = 64;
+    a.warmup.training.seed = seed + 1;
     coulomb::train::run_phase_a(model, train, a);
     PhaseBOptions b = fast_options(seed + 2);
     b.epochs = 1;
@@ -358,6 +359,72 @@ TEST_CASE("PhaseAB_PipelineIsSeedReproducible", "[train][phase_a][phase_b]") {
   CHECK_FALSE(same_parameters(a, c));
 }
 
+namespace {
+
+/// A run_phase_b callback that records what it is shown.
+struct PhaseBRecorder {
+  Index total = -1;
+  std::vector<Index> steps{};
+  std::vector<double> losses{};
+  std::vector<Index> epochs{};
+  Index ended_with_steps = -1;
+
+  void begin_training(Index total_steps) { total = total_steps; }
+  void step_taken(const coulomb::train::PhaseBStep& s) {
+    steps.push_back(s.step);
+    losses.push_back(s.loss);
+  }
+  void epoch_finished(const coulomb::train::EpochRecord& e) { epochs.push_back(e.epoch); }
+  void end_training(const coulomb::train::PhaseBHistory& h) { ended_with_steps = h.steps; }
+};
+
+}  // namespace
+
+TEST_CASE("PhaseAB_CallbacksSeeEveryStepAndChangeNothing", "[train][phase_a][phase_b]") {
+  // run_phase_a hands its callbacks to every Ω's Langevin run; run_phase_b calls each hook a
+  // callback has. Neither changes a bit of the result.
+  coulomb::Rng rng = coulomb_test::test_rng("PhaseAB_Callbacks");
+  const EncodedDataset train = token_task(64, rng);
+  const EncodedDataset valid = token_task(16, rng);
+  TextClassifierConfig config = small_config();
+  config.num_layers = 2;
+  config.dropout = 0.1;
+  const PhaseAOptions a = phase_a_options(5, PhaseARepresentation::initial);
+  PhaseBOptions b = fast_options(6);
+  b.epochs = 2;
+
+  Model plain(config, 3);
+  const auto plain_a = coulomb::train::run_phase_a(plain, train, a);
+  const auto plain_b = coulomb::train::run_phase_b(plain, train, valid, b);
+
+  Model observed(config, 3);
+  coulomb::EnergyLog log;
+  const auto observed_a = coulomb::train::run_phase_a(observed, train, a, log);
+  PhaseBRecorder recorder;
+  const auto observed_b = coulomb::train::run_phase_b(observed, train, valid, b, recorder);
+  CHECK(same_parameters(plain, observed));
+
+  // Two Ω, 60 steps each; the energies are those before each step, so the first one of each
+  // run is the report's H before.
+  REQUIRE(log.energy.size() == 2 * 60);
+  REQUIRE(observed_a.omegas.size() == 2);
+  CHECK(log.energy[0] == Approx(observed_a.omegas[0].energy_before).epsilon(1e-4));
+  CHECK(log.energy[60] == Approx(observed_a.omegas[1].energy_before).epsilon(1e-4));
+  CHECK(observed_a.energy_after == plain_a.energy_after);
+
+  CHECK(recorder.total == plain_b.steps);
+  REQUIRE(recorder.steps.size() == static_cast<std::size_t>(plain_b.steps));
+  for (std::size_t i = 0; i < recorder.steps.size(); ++i)
+    CHECK(recorder.steps[i] == static_cast<Index>(i) + 1);
+  CHECK(recorder.epochs == std::vector<Index>{0, 1});
+  CHECK(recorder.ended_with_steps == observed_b.steps);
+  double first_epoch_loss = 0.0;
+  for (Index i = 0; i < observed_b.epochs[0].steps; ++i)
+    first_epoch_loss += recorder.losses[static_cast<std::size_t>(i)];
+  CHECK(first_epoch_loss / static_cast<double>(observed_b.epochs[0].steps) ==
+        Approx(observed_b.epochs[0].train_loss).epsilon(1e-12));
+}
+
 TEST_CASE("PhaseAB_BadOptionsAreRefused", "[train][errors]") {
   coulomb::Rng rng = coulomb_test::test_rng("PhaseAB_BadOptions");
   const EncodedDataset train = token_task(16, rng);
@@ -371,11 +438,11 @@ TEST_CASE("PhaseAB_BadOptionsAreRefused", "[train][errors]") {
   b.clip_norm = -1.0;
   CHECK_THROWS_AS(b.validate(), coulomb::invalid_argument);
   PhaseAOptions a;
-  a.step_size = 0.0;
-  CHECK_THROWS_WITH(a.validate(), Contains("'step_size'"));
+  a.schedule.step_size = 0.0;
+  CHECK_THROWS_WITH(a.validate(), Contains("'schedule.step_size'"));
   a = PhaseAOptions{};
-  a.radius_factor = 0.5;
-  CHECK_THROWS_WITH(a.validate(), Contains("'radius_factor'"));
+  a.projection.radius_factor = 0.5;
+  CHECK_THROWS_WITH(a.validate(), Contains("'projection.radius_factor'"));
   CHECK_THROWS_WITH(coulomb::train::phase_a_representation_from_string("final"),
                     Contains("initial or warmup"));
   Model softmax(small_config(AttentionKind::softmax), 1);

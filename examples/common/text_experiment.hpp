@@ -476,23 +476,23 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
     coulomb::train::PhaseAOptions a;
     a.representation = coulomb::train::phase_a_representation_from_string(cfg.representation);
     a.num_sequences = cfg.phase_a_sequences;
-    a.warmup_steps = cfg.phase_a_warmup_steps;
-    a.warmup = b;
-    a.warmup.seed = phase_a_seed ^ 0x5851F42D4C957F2DULL;
-    a.warmup.checkpoint = {};
+    a.warmup.steps = cfg.phase_a_warmup_steps;
+    a.warmup.training = b;
+    a.warmup.training.seed = phase_a_seed ^ 0x5851F42D4C957F2DULL;
+    a.warmup.training.checkpoint = {};
     if (!cfg.checkpoint_prefix.empty()) {
       a.checkpoint.path = cfg.checkpoint_prefix + ".phase_a.ckpt";
       a.checkpoint.every_steps = cfg.checkpoint_every;
       a.checkpoint.resume = cfg.resume;
     }
-    a.steps = cfg.phase_a_steps;
-    a.step_size = cfg.phase_a_step_size;
-    a.beta = cfg.phase_a_beta;
+    a.langevin.max_iterations = cfg.phase_a_steps;
+    a.langevin.beta = cfg.phase_a_beta;
+    a.schedule.step_size = cfg.phase_a_step_size;
     a.repulsion = cfg.phase_a_repulsion;
-    a.riesz_exponent = cfg.phase_a_riesz_s;
-    a.softening = cfg.phase_a_softening;
-    a.radius = cfg.phase_a_radius;
-    a.radius_factor = cfg.phase_a_radius_factor;
+    a.riesz.s = cfg.phase_a_riesz_s;
+    a.riesz.softening = cfg.phase_a_softening;
+    a.projection.radius = cfg.phase_a_radius;
+    a.projection.radius_factor = cfg.phase_a_radius_factor;
     a.seed = phase_a_seed;
     std::unique_ptr<coulomb::train::ProgressReporter> progress;
     if (hooks.make_progress) progress = hooks.make_progress("phase A", "steps");

@@ -75,6 +75,8 @@
 #include "train/overlap_head.hpp"
 #include "train/parameter_snapshot.hpp"
 #include "train/phase_a.hpp"
+#include "train/phase_a_inputs.hpp"
+#include "train/phase_a_options.hpp"
 #include "train/phase_b.hpp"
 #include "train/phase_b_options.hpp"
 #include "train/progress.hpp"

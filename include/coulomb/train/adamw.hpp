@@ -2,7 +2,7 @@
 /// @file train/adamw.hpp
 /// @brief AdamW: Adam with decoupled weight decay (Loshchilov & Hutter, "Decoupled Weight Decay
 /// Regularization", ICLR 2019; Adam: Kingma & Ba, ICLR 2015), the optimizer of Phase B
-/// (MISSION §4).
+/// (Badiei Khuzani et al., 2026, §4).
 ///
 /// At step t = 1, 2, … with learning rate η (from a schedule), gradient g of a trainable
 /// parameter θ, and moments m, v (zero before the first step):
