@@ -273,14 +273,17 @@ TEST_CASE("LangevinCallbacks_LogSnapshotAndEarlyStop", "[particles][langevin]") 
   coulomb::ParticleSnapshots<double> snapshots{.every = 10};
   // A metric that never improves after its first evaluation stops the run early.
   int calls = 0;
-  coulomb::EarlyStopping<double> stop{
-      .metric = [&](const Mat&) { return calls++ == 0 ? 1.0 : 0.0; }, .every = 5, .patience = 2};
+  coulomb::ParticleEarlyStopping<double> stop{
+      .metric = [&](const Mat&) { return calls++ == 0 ? 1.0 : 0.0; },
+      .every = 5,
+      .stopping = {.patience = 2}};
   Mat omega = map.omega();
   langevin.optimize(hamiltonian, omega, log, snapshots, stop);
   // Evaluations at steps 5, 10, 15: the third is the second without improvement.
   CHECK(log.energy.size() == 15);
   CHECK(log.alignment.size() == 15);
-  CHECK(stop.best_iteration == 5);
+  CHECK(stop.best_iteration() == 5);
+  CHECK(stop.best_value() == 1.0);
   CHECK(snapshots.particles.size() == 2);  // the start and step 10
   CHECK(snapshots.particles.front() == map.omega());
   for (std::size_t t = 0; t < log.energy.size(); ++t)

@@ -199,8 +199,8 @@ TEMPLATE_TEST_CASE("AllFinite_FindsEveryNonFiniteEntryAndAcceptsEveryFiniteOne",
 }
 
 TEST_CASE("EarlyStopping_RestoresTheBestParameters", "[train][early_stopping]") {
+  using coulomb::MetricGoal;
   using coulomb::train::EarlyStopping;
-  using coulomb::train::MetricGoal;
   Matrix<float> w(2, 2), gw(2, 2), omega(1, 3);
   omega << 1, 2, 3;
   const ParameterList<float> params{{"w", &w, &gw, true, true},
@@ -247,8 +247,8 @@ TEST_CASE("EarlyStopping_RestoresTheBestParameters", "[train][early_stopping]") 
 }
 
 TEST_CASE("EarlyStopping_MinimizesWithMinDelta", "[train][early_stopping]") {
+  using coulomb::MetricGoal;
   using coulomb::train::EarlyStopping;
-  using coulomb::train::MetricGoal;
   Matrix<double> w = Matrix<double>::Zero(1, 1);
   const ParameterList<double> params{{"w", &w, nullptr, false, true}};
   EarlyStopping<double> stop({.patience = 2, .min_delta = 0.01, .goal = MetricGoal::minimize});

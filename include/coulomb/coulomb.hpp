@@ -17,6 +17,7 @@
 #include "attention/softmax_attention.hpp"
 #include "core/check.hpp"
 #include "core/config.hpp"
+#include "core/early_stopping.hpp"
 #include "core/error.hpp"
 #include "core/random.hpp"
 #include "data/listops.hpp"

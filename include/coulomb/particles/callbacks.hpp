@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// @file particles/callbacks.hpp
 /// @brief Ready-made callbacks for ProjectedLangevin::optimize and TiltedLangevin::optimize:
-/// energy logging, particle snapshots, early stopping on a validation metric, the convergence
-/// report (energy plateau), and progress lines.
+/// energy logging, particle snapshots, early stopping on a validation metric
+/// (ParticleEarlyStopping), the convergence report (energy plateau), and progress lines.
 ///
 /// A callback is any object with some of `begin_optimization`, `step_taken` (return true to
 /// stop) and `end_optimization` (see particles/langevin.hpp); these are examples of each.
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../core/config.hpp"
+#include "../core/early_stopping.hpp"
 #include "langevin.hpp"
 
 namespace coulomb {
@@ -66,35 +67,44 @@ struct ParticleSnapshots {
   }
 };
 
-/// Evaluates `metric(particles)` (larger is better, for example a validation accuracy or the
-/// normalized alignment on held-out data) every `every` steps, remembers the best particles,
-/// and stops after `patience` evaluations without improvement. On stop the best particles
-/// are available in `best`.
+/// Early stopping of the particle dynamics (the rule of core/early_stopping.hpp): evaluates
+/// `metric(particles)` (for example a validation accuracy, or the normalized alignment on
+/// held-out data) every `every` steps, keeps a copy of the particles of the best evaluation in
+/// `best`, and stops after `stopping.patience` evaluations without improvement. Throws
+/// numerical_error for a metric that is NaN or infinite, and invalid_argument for invalid
+/// `stopping` options (at the start of the run).
 template <typename Scalar>
-struct EarlyStopping {
-  std::function<double(const Matrix<Scalar>&)> metric{};  ///< larger is better
+struct ParticleEarlyStopping {
+  std::function<double(const Matrix<Scalar>&)> metric{};  ///< evaluated on the particles
   Index every = 50;                                       ///< evaluation period in steps
-  Index patience = 5;  ///< evaluations without improvement before stopping
-  double best_value = -std::numeric_limits<double>::infinity();  ///< best metric so far
-  Index best_iteration = -1;  ///< steps taken at the best evaluation (−1: none yet)
-  Matrix<Scalar> best{};      ///< the particles of the best evaluation
-  Index evaluations_without_improvement = 0;  ///< since the best evaluation
+  /// Patience (evaluations), min_delta and whether larger or smaller metrics are better.
+  EarlyStoppingOptions stopping{.patience = 5};
+  Matrix<Scalar> best{};  ///< the particles of the best evaluation
 
-  /// Evaluates the metric every `every` steps; returns true (stop) after `patience`
+  /// The best metric so far (NaN before the first evaluation).
+  double best_value() const noexcept { return rule_.best_value(); }
+  /// Steps taken at the best evaluation (−1: none yet).
+  Index best_iteration() const noexcept { return rule_.best_epoch(); }
+
+  /// Starts the rule afresh with `stopping` (checked).
+  template <typename Opt, typename F>
+  void begin_optimization(const Opt&, F&, const Matrix<Scalar>&) {
+    rule_ = EarlyStoppingRule(stopping);
+  }
+
+  /// Evaluates the metric every `every` steps; returns true (stop) after `stopping.patience`
   /// evaluations without improvement.
   template <typename Opt, typename F>
   bool step_taken(const Opt&, F&, const Matrix<Scalar>& current, const LangevinStep& step) {
     if (every <= 0 || (step.iteration + 1) % every != 0) return false;
-    const double value = metric(current);
-    if (value > best_value) {
-      best_value = value;
-      best_iteration = step.iteration + 1;
-      best = current;
-      evaluations_without_improvement = 0;
-      return false;
-    }
-    return ++evaluations_without_improvement >= patience;
+    rule_.update(
+        step.iteration + 1, metric(current), [&] { best = current; },
+        "coulomb::ParticleEarlyStopping::step_taken");
+    return rule_.should_stop();
   }
+
+  /// The rule's counters (public so that the struct stays an aggregate; internal).
+  EarlyStoppingRule rule_{};
 };
 
 /// Convergence report: the energy averaged over windows of `window` steps, and a plateau test
