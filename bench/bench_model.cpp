@@ -194,10 +194,10 @@ void BM_Train(benchmark::State& state) {
   // the gradients, clipping, AdamW. The schedule is flat at 1e-4 (no warm-up, the final rate
   // equal to the peak).
   coulomb::train::PhaseBOptions options;
-  options.learning_rate = 1e-4;
-  options.final_learning_rate = 1e-4;
-  options.warmup_steps = 0;
-  options.weight_decay = 0.01;
+  options.schedule.learning_rate = 1e-4;
+  options.schedule.final_learning_rate = 1e-4;
+  options.schedule.warmup_steps = 0;
+  options.optimizer.weight_decay = 0.01;
   options.clip_norm = 1.0;
   coulomb::train::detail::PhaseBStepper<float, coulomb::FavorPlus<float>> stepper(
       *model, options, Index{1} << 40, coulomb::Rng(3));

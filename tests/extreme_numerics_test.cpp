@@ -880,7 +880,7 @@ TEST_CASE("Extreme_PhaseBStopsAtAnInjectedNaN", "[extreme][train]") {
     coulomb::train::PhaseBOptions options;
     options.epochs = 2;
     options.batch_size = 8;
-    options.learning_rate = 1e-2;
+    options.schedule.learning_rate = 1e-2;
     options.progress = &progress;
     options.seed = 4;
     const Outcome o = run([&] { coulomb::train::run_phase_b(model, train, valid, options); });

@@ -118,7 +118,7 @@ PhaseAOptions phase_a_options() {
   o.batch_size = 16;
   o.warmup.steps = 9;
   o.warmup.training.batch_size = 8;
-  o.warmup.training.learning_rate = 5e-3;
+  o.warmup.training.schedule.learning_rate = 5e-3;
   o.warmup.training.seed = 5;
   o.langevin.max_iterations = 12;
   o.schedule.step_size = 0.2;
@@ -133,10 +133,10 @@ PhaseBOptions phase_b_options() {
   PhaseBOptions o;
   o.epochs = 4;
   o.batch_size = 8;
-  o.learning_rate = 1e-2;
-  o.warmup_fraction = 0.2;
-  o.patience = 2;
-  o.metric = coulomb::train::ValidationMetric::log_loss;
+  o.schedule.learning_rate = 1e-2;
+  o.schedule.warmup_fraction = 0.2;
+  o.early_stopping.patience = 2;
+  o.early_stopping.metric = coulomb::train::ValidationMetric::log_loss;
   o.seed = 11;
   return o;
 }
@@ -499,7 +499,7 @@ TEST_CASE("TrainResume_CheckpointOfAnotherRunIsRefusedNamingTheField", "[train][
 
   Model model(tiny_config(), 3);
   PhaseBOptions other_rate = options;
-  other_rate.learning_rate = 2e-2;
+  other_rate.schedule.learning_rate = 2e-2;
   CHECK_THAT(refused(model, task.train, other_rate),
              Contains("cannot resume") && Contains("phase_b.learning_rate is '0.01' in the "
                                                    "checkpoint, '0.02' in this run"));

@@ -83,9 +83,9 @@ PhaseBOptions fast_options(std::uint64_t seed) {
   PhaseBOptions o;
   o.epochs = 12;
   o.batch_size = 16;
-  o.learning_rate = 1e-2;
-  o.warmup_fraction = 0.05;
-  o.patience = 0;
+  o.schedule.learning_rate = 1e-2;
+  o.schedule.warmup_fraction = 0.05;
+  o.early_stopping.patience = 0;
   o.seed = seed;
   return o;
 }
@@ -96,7 +96,7 @@ PhaseAOptions phase_a_options(std::uint64_t seed, PhaseARepresentation represent
   o.num_sequences = 96;
   o.warmup.steps = 20;
   o.warmup.training.batch_size = 16;
-  o.warmup.training.learning_rate = 1e-2;
+  o.warmup.training.schedule.learning_rate = 1e-2;
   o.langevin.max_iterations = 60;
   o.schedule.step_size = 0.5;
   o.repulsion = 1e-3;
@@ -220,9 +220,9 @@ TEST_CASE("PhaseB_RestoresTheBestEpoch", "[train][phase_b]") {
   const EncodedDataset valid = token_task(48, rng);
   PhaseBOptions options = fast_options(4);
   options.epochs = 6;
-  options.patience = 2;
-  options.metric = coulomb::train::ValidationMetric::log_loss;
-  options.learning_rate = 3e-2;  // noisy enough that the last epoch is often not the best
+  options.early_stopping.patience = 2;
+  options.early_stopping.metric = coulomb::train::ValidationMetric::log_loss;
+  options.schedule.learning_rate = 3e-2;  // noisy enough that the last epoch is often not the best
   Model model(small_config(), 8);
   const auto history = coulomb::train::run_phase_b(model, train, valid, options);
   REQUIRE(history.best_epoch >= 0);
@@ -236,7 +236,8 @@ TEST_CASE("PhaseB_RestoresTheBestEpoch", "[train][phase_b]") {
   CHECK(now.log_loss == chosen.validation_loss);
   CHECK(now.accuracy == chosen.validation_accuracy);
   // Stopping: at most `patience` epochs after the best one.
-  CHECK(static_cast<Index>(history.epochs.size()) <= history.best_epoch + 1 + options.patience);
+  CHECK(static_cast<Index>(history.epochs.size()) <=
+        history.best_epoch + 1 + options.early_stopping.patience);
 }
 
 TEST_CASE("PhaseB_DivergenceNamesStepAndParameter", "[train][phase_b][errors]") {
@@ -258,10 +259,10 @@ TEST_CASE("PhaseB_DivergenceNamesStepAndParameter", "[train][phase_b][errors]") 
     // A rate this large overflows the parameters' magnitudes within a few steps: training must
     // stop with a numerical_error and leave finite parameters (those of the last finite step).
     Model model(small_config(), 3);
-    options.learning_rate = 1e36;
-    options.warmup_steps = 0;
+    options.schedule.learning_rate = 1e36;
+    options.schedule.warmup_steps = 0;
     options.clip_norm = 0.0;
-    options.weight_decay = 0.0;
+    options.optimizer.weight_decay = 0.0;
     CHECK_THROWS_AS(coulomb::train::run_phase_b(model, train, valid, options),
                     coulomb::numerical_error);
     CHECK_NOTHROW(coulomb::train::require_finite_parameters(model.parameters(), -1,
@@ -432,8 +433,8 @@ TEST_CASE("PhaseAB_BadOptionsAreRefused", "[train][errors]") {
   b.epochs = 0;
   CHECK_THROWS_WITH(b.validate(), Contains("'epochs'"));
   b = PhaseBOptions{};
-  b.final_learning_rate = 1.0;
-  CHECK_THROWS_WITH(b.validate(), Contains("'final_learning_rate'"));
+  b.schedule.final_learning_rate = 1.0;
+  CHECK_THROWS_WITH(b.validate(), Contains("'schedule.final_learning_rate'"));
   b = PhaseBOptions{};
   b.clip_norm = -1.0;
   CHECK_THROWS_AS(b.validate(), coulomb::invalid_argument);

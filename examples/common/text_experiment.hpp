@@ -457,15 +457,15 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   coulomb::train::PhaseBOptions b;
   b.epochs = cfg.epochs;
   b.batch_size = cfg.batch_size;
-  b.learning_rate = cfg.learning_rate;
-  b.weight_decay = cfg.weight_decay;
-  b.warmup_fraction = cfg.warmup_fraction;
+  b.schedule.learning_rate = cfg.learning_rate;
+  b.optimizer.weight_decay = cfg.weight_decay;
+  b.schedule.warmup_fraction = cfg.warmup_fraction;
   b.clip_norm = cfg.clip_norm;
-  b.patience = cfg.patience;
+  b.early_stopping.patience = cfg.patience;
   for (const auto m :
        {coulomb::train::ValidationMetric::accuracy, coulomb::train::ValidationMetric::mcc,
         coulomb::train::ValidationMetric::f1, coulomb::train::ValidationMetric::log_loss})
-    if (cfg.select == coulomb::train::to_string(m)) b.metric = m;
+    if (cfg.select == coulomb::train::to_string(m)) b.early_stopping.metric = m;
   b.seed = phase_b_seed;
   if (!cfg.checkpoint_prefix.empty()) {
     b.checkpoint.path = cfg.checkpoint_prefix + ".phase_b.ckpt";

@@ -43,16 +43,17 @@ class PhaseBStepper {
                 Rng dropout_rng)
       : model_(&model),
         params_(model.parameters()),
-        adamw_(AdamWOptions{options.beta1, options.beta2, 1e-8, options.weight_decay, false}),
+        adamw_(without_finite_check(options.optimizer)),
         clip_norm_(options.clip_norm),
         dropout_rng_(dropout_rng) {
     const Index total = std::max<Index>(total_steps, 1);
-    const Index warmup = options.warmup_steps >= 0
-                             ? std::min(options.warmup_steps, total)
-                             : static_cast<Index>(std::llround(options.warmup_fraction *
-                                                               static_cast<double>(total)));
-    schedule_ = LearningRateSchedule{options.learning_rate, options.final_learning_rate, warmup,
-                                     total, options.decay};
+    const PhaseBSchedule& s = options.schedule;
+    const Index warmup =
+        s.warmup_steps >= 0
+            ? std::min(s.warmup_steps, total)
+            : static_cast<Index>(std::llround(s.warmup_fraction * static_cast<double>(total)));
+    schedule_ =
+        LearningRateSchedule{s.learning_rate, s.final_learning_rate, warmup, total, s.decay};
     schedule_.validate();
   }
 
@@ -104,6 +105,12 @@ class PhaseBStepper {
   }
 
  private:
+  // The step checks the gradients itself (with the clipping norm) and the values on overflow.
+  static AdamWOptions without_finite_check(AdamWOptions o) {
+    o.check_finite = false;
+    return o;
+  }
+
   /// Names a non-finite parameter value if there is one (numerical_error from
   /// require_finite_parameters), else reports `what` at step t.
   [[noreturn]] void overflow(std::int64_t t, const char* where, const std::string& what) {

@@ -77,7 +77,7 @@ void warm_up(nn::TextClassifier<S, Map>& model, const EncodedDataset& train,
   const Index per_epoch = (train.size() + warm.batch_size - 1) / warm.batch_size;
   warm.epochs = (options.warmup.steps + per_epoch - 1) / per_epoch;
   warm.max_steps = options.warmup.steps;
-  warm.patience = 0;
+  warm.early_stopping.patience = 0;
   warm.progress = nullptr;
   warm.checkpoint = checkpoints.warmup_options();
   const PhaseBCheckpointContext<S> context =

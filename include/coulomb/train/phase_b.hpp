@@ -43,8 +43,8 @@ namespace coulomb::train {
 
 namespace detail {
 
-/// Early stopping as the options ask (patience 0: never).
-inline EarlyStoppingOptions early_stopping_options(const PhaseBOptions& o) {
+/// The rule of early stopping that `o` asks for (patience 0: never).
+inline EarlyStoppingOptions early_stopping_rule(const PhaseBEarlyStopping& o) {
   EarlyStoppingOptions e;
   e.patience = o.patience > 0 ? o.patience : std::numeric_limits<Index>::max();
   e.min_delta = o.min_delta;
@@ -77,7 +77,7 @@ PhaseBHistory run_phase_b_in(const PhaseBCheckpointContext<S>* context,
   const Index total = options.max_steps > 0 ? std::min(all_epochs, options.max_steps) : all_epochs;
   PhaseBStepper<S, Map> stepper(model, options, total, root.split(1));
   const bool validating = validation.size() > 0;
-  EarlyStopping<S> stop(early_stopping_options(options));
+  EarlyStopping<S> stop(early_stopping_rule(options.early_stopping));
   Evaluator<S> evaluator(EvaluationOptions{options.eval_batch_size, {}});
   PhaseBProgress progress(options.progress, options.epochs, options.validation_name);
   begin_training(total, progress, callbacks...);
@@ -137,7 +137,7 @@ PhaseBHistory run_phase_b_in(const PhaseBCheckpointContext<S>* context,
       const Evaluation e = evaluator.evaluate(model, validation);
       record.validation_accuracy = e.metrics.accuracy;
       record.validation_loss = e.metrics.log_loss;
-      record.validation_metric = metric_value(e.metrics, options.metric);
+      record.validation_metric = metric_value(e.metrics, options.early_stopping.metric);
       record.improved = stop.update(epoch, record.validation_metric, stepper.parameters());
     }
     record.seconds = epoch_seconds();
@@ -155,7 +155,7 @@ PhaseBHistory run_phase_b_in(const PhaseBCheckpointContext<S>* context,
   }
 
   if (!run.finished) {
-    if (validating && options.restore_best && stop.has_best()) {
+    if (validating && options.early_stopping.restore_best && stop.has_best()) {
       stop.restore_best(stepper.parameters());
       history.best_epoch = stop.best_epoch();
       history.best_metric = stop.best_value();
@@ -180,9 +180,9 @@ PhaseBHistory run_phase_b_in(const PhaseBCheckpointContext<S>* context,
 /// Phase B: trains the trainable parameters of `model` (a frozen Ω stays bit for bit as it is)
 /// on `train` with cross-entropy, AdamW, the warm-up + decay schedule and gradient clipping of
 /// `options`, evaluating on `validation` after every epoch. With a non-empty validation set it
-/// stops after options.patience epochs without improvement of options.metric and, with
-/// options.restore_best, ends with the parameters of the best epoch; with an empty one it runs
-/// every epoch (or options.max_steps) and keeps the last parameters. Returns the history.
+/// stops after options.early_stopping.patience epochs without improvement of its metric and,
+/// with early_stopping.restore_best, ends with the parameters of the best epoch; with an empty one
+/// it runs every epoch (or options.max_steps) and keeps the last parameters. Returns the history.
 /// `callbacks` see the steps and epochs (train/callbacks.hpp); options.progress is reported to
 /// through a PhaseBProgress.
 ///

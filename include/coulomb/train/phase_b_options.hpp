@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /// @file train/phase_b_options.hpp
-/// @brief The options of Phase B (run_phase_b, train/phase_b.hpp), what it returns (one
-/// EpochRecord per epoch, the PhaseBHistory) and what its callbacks see after every step
-/// (PhaseBStep). Each record lists its fields once (RecordLayout), for the checkpoints and the
-/// run's fingerprint (train/resume.hpp). Documented in docs/training.md (section "Phase B").
+/// @brief The options of Phase B (run_phase_b, train/phase_b.hpp), nested as the parts of the
+/// loop they configure (the optimizer of train/adamw.hpp, the learning-rate schedule, early
+/// stopping, checkpoints); what it returns (one EpochRecord per epoch, the PhaseBHistory) and
+/// what its callbacks see after every step (PhaseBStep). Each record lists its fields once
+/// (RecordLayout), for the checkpoints and the run's fingerprint (train/resume.hpp). Documented in
+/// docs/training.md (section "Phase B").
 #pragma once
 
 #include <cmath>
@@ -15,6 +17,7 @@
 
 #include "../core/check.hpp"
 #include "../core/config.hpp"
+#include "adamw.hpp"
 #include "detail_record_codec.hpp"
 #include "evaluation.hpp"
 #include "progress.hpp"
@@ -23,25 +26,37 @@
 
 namespace coulomb::train {
 
-/// Options of Phase B (run_phase_b).
-struct PhaseBOptions {
-  Index epochs = 10;                 ///< passes over the training set (≥ 1)
-  Index batch_size = 32;             ///< sequences per step (≥ 1)
+/// The learning-rate schedule of Phase B: linear warm-up to `learning_rate`, then `decay` to
+/// `final_learning_rate` at the last step of the run (train/schedule.hpp).
+struct PhaseBSchedule {
   double learning_rate = 1e-3;       ///< peak rate η of AdamW (> 0)
   double final_learning_rate = 0.0;  ///< rate at the end of the decay, in [0, learning_rate]
-  double weight_decay = 0.01;        ///< decoupled weight decay λ ≥ 0 (weights and embeddings)
-  double beta1 = 0.9;                ///< AdamW β₁ ∈ [0, 1)
-  double beta2 = 0.999;              ///< AdamW β₂ ∈ [0, 1)
   double warmup_fraction = 0.1;      ///< warm-up length as a fraction of the total steps, [0, 1]
   Index warmup_steps = -1;           ///< warm-up length in steps; ≥ 0 overrides warmup_fraction
   Decay decay = Decay::linear;       ///< decay after the warm-up, over the total steps
-  double clip_norm = 1.0;            ///< global gradient-norm bound c (0: no clipping)
-  Index patience = 2;                ///< epochs without improvement before stopping (0: never)
-  double min_delta = 0.0;            ///< least improvement of the metric that counts (≥ 0)
-  ValidationMetric metric = ValidationMetric::accuracy;  ///< what early stopping watches
-  bool restore_best = true;              ///< end with the parameters of the best validation epoch
-  Index max_steps = 0;                   ///< stop after this many steps in all (0: no limit)
-  Index pad_to = 0;                      ///< pad every batch to this length (0: longest in batch)
+};
+
+/// Early stopping of Phase B on the validation set (the rule of core/early_stopping.hpp; its
+/// goal follows from the metric: minimize the log loss, maximize the others).
+struct PhaseBEarlyStopping {
+  Index patience = 2;                                    ///< epochs without improvement (0: never)
+  double min_delta = 0.0;                                ///< least improvement that counts (≥ 0)
+  ValidationMetric metric = ValidationMetric::accuracy;  ///< what is watched
+  bool restore_best = true;  ///< end with the parameters of the best validation epoch
+};
+
+/// Options of Phase B (run_phase_b), nested as the parts of the loop they configure.
+struct PhaseBOptions {
+  Index epochs = 10;      ///< passes over the training set (≥ 1)
+  Index batch_size = 32;  ///< sequences per step (≥ 1)
+  Index max_steps = 0;    ///< stop after this many steps in all (0: no limit)
+  Index pad_to = 0;       ///< pad every batch to this length (0: longest in batch)
+  /// AdamW's β₁, β₂, ε and decoupled weight decay λ (weights and embeddings). Phase B checks
+  /// every step itself, so optimizer.check_finite is not used.
+  AdamWOptions optimizer{};
+  double clip_norm = 1.0;                ///< global gradient-norm bound c (0: no clipping)
+  PhaseBSchedule schedule{};             ///< warm-up and decay of the learning rate
+  PhaseBEarlyStopping early_stopping{};  ///< early stopping on the validation set
   Index eval_batch_size = 128;           ///< sequences per evaluation forward (≥ 1)
   std::uint64_t seed = 0;                ///< seeds the batch order and the dropout masks
   ProgressReporter* progress = nullptr;  ///< step progress (not owned; finished at the end)
@@ -59,30 +74,36 @@ struct PhaseBOptions {
             "argument 'epochs' must be at least 1, got " + std::to_string(epochs));
     require(batch_size >= 1, where,
             "argument 'batch_size' must be at least 1, got " + std::to_string(batch_size));
-    coulomb::detail::require_positive(learning_rate, where, "learning_rate");
-    require(final_learning_rate >= 0.0 && final_learning_rate <= learning_rate, where,
-            "argument 'final_learning_rate' must be in [0, learning_rate], got " +
-                std::to_string(final_learning_rate));
-    require(weight_decay >= 0.0 && std::isfinite(weight_decay), where,
-            "argument 'weight_decay' must be finite and >= 0, got " + std::to_string(weight_decay));
-    require(beta1 >= 0.0 && beta1 < 1.0, where,
-            "argument 'beta1' must be in [0, 1), got " + std::to_string(beta1));
-    require(beta2 >= 0.0 && beta2 < 1.0, where,
-            "argument 'beta2' must be in [0, 1), got " + std::to_string(beta2));
-    require(warmup_fraction >= 0.0 && warmup_fraction <= 1.0, where,
-            "argument 'warmup_fraction' must be in [0, 1], got " + std::to_string(warmup_fraction));
-    require(clip_norm >= 0.0 && std::isfinite(clip_norm), where,
-            "argument 'clip_norm' must be finite and >= 0 (0: no clipping), got " +
-                std::to_string(clip_norm));
-    require(
-        patience >= 0, where,
-        "argument 'patience' must be >= 0 (0: no early stopping), got " + std::to_string(patience));
-    require(min_delta >= 0.0 && std::isfinite(min_delta), where,
-            "argument 'min_delta' must be finite and >= 0, got " + std::to_string(min_delta));
     require(max_steps >= 0, where,
             "argument 'max_steps' must be >= 0 (0: no limit), got " + std::to_string(max_steps));
     require(pad_to >= 0, where,
             "argument 'pad_to' must be >= 0 (0: longest in batch), got " + std::to_string(pad_to));
+    require(optimizer.beta1 >= 0.0 && optimizer.beta1 < 1.0, where,
+            "argument 'optimizer.beta1' must be in [0, 1), got " + std::to_string(optimizer.beta1));
+    require(optimizer.beta2 >= 0.0 && optimizer.beta2 < 1.0, where,
+            "argument 'optimizer.beta2' must be in [0, 1), got " + std::to_string(optimizer.beta2));
+    coulomb::detail::require_positive(optimizer.epsilon, where, "optimizer.epsilon");
+    require(optimizer.weight_decay >= 0.0 && std::isfinite(optimizer.weight_decay), where,
+            "argument 'optimizer.weight_decay' must be finite and >= 0, got " +
+                std::to_string(optimizer.weight_decay));
+    require(clip_norm >= 0.0 && std::isfinite(clip_norm), where,
+            "argument 'clip_norm' must be finite and >= 0 (0: no clipping), got " +
+                std::to_string(clip_norm));
+    coulomb::detail::require_positive(schedule.learning_rate, where, "schedule.learning_rate");
+    require(schedule.final_learning_rate >= 0.0 &&
+                schedule.final_learning_rate <= schedule.learning_rate,
+            where,
+            "argument 'schedule.final_learning_rate' must be in [0, schedule.learning_rate], got " +
+                std::to_string(schedule.final_learning_rate));
+    require(schedule.warmup_fraction >= 0.0 && schedule.warmup_fraction <= 1.0, where,
+            "argument 'schedule.warmup_fraction' must be in [0, 1], got " +
+                std::to_string(schedule.warmup_fraction));
+    require(early_stopping.patience >= 0, where,
+            "argument 'early_stopping.patience' must be >= 0 (0: no early stopping), got " +
+                std::to_string(early_stopping.patience));
+    require(early_stopping.min_delta >= 0.0 && std::isfinite(early_stopping.min_delta), where,
+            "argument 'early_stopping.min_delta' must be finite and >= 0, got " +
+                std::to_string(early_stopping.min_delta));
     require(
         eval_batch_size >= 1, where,
         "argument 'eval_batch_size' must be at least 1, got " + std::to_string(eval_batch_size));
@@ -138,23 +159,47 @@ struct PhaseBStep {
 namespace detail {
 
 /// The options that change the result of Phase B, for the run's fingerprint (not the progress
-/// reporter, the validation set's name or the checkpoint options).
+/// reporter, the validation set's name or the checkpoint options), under the names of the
+/// first layout (flat then), so that its checkpoints still resume. Options added since are
+/// recorded only when they differ from what those runs used.
 template <>
 struct RecordLayout<PhaseBOptions> {
   using O = PhaseBOptions;  ///< the record
   /// The fields.
   static constexpr auto fields = std::make_tuple(
       field("epochs", &O::epochs), field("batch_size", &O::batch_size),
-      field("learning_rate", &O::learning_rate),
-      field("final_learning_rate", &O::final_learning_rate),
-      field("weight_decay", &O::weight_decay), field("beta1", &O::beta1), field("beta2", &O::beta2),
-      field("warmup_fraction", &O::warmup_fraction), field("warmup_steps", &O::warmup_steps),
-      field("decay", &O::decay, FieldFlags::as_integer),  // a number since the first layout
-      field("clip_norm", &O::clip_norm), field("patience", &O::patience),
-      field("min_delta", &O::min_delta), field("metric", &O::metric),
-      field("restore_best", &O::restore_best), field("max_steps", &O::max_steps),
-      field("pad_to", &O::pad_to), field("eval_batch_size", &O::eval_batch_size),
-      field("seed", &O::seed));
+      field(
+          "learning_rate", [](auto& o) -> auto& { return o.schedule.learning_rate; }),
+      field(
+          "final_learning_rate", [](auto& o) -> auto& { return o.schedule.final_learning_rate; }),
+      field(
+          "weight_decay", [](auto& o) -> auto& { return o.optimizer.weight_decay; }),
+      field(
+          "beta1", [](auto& o) -> auto& { return o.optimizer.beta1; }),
+      field(
+          "beta2", [](auto& o) -> auto& { return o.optimizer.beta2; }),
+      field(
+          "warmup_fraction", [](auto& o) -> auto& { return o.schedule.warmup_fraction; }),
+      field(
+          "warmup_steps", [](auto& o) -> auto& { return o.schedule.warmup_steps; }),
+      field(
+          "decay", [](auto& o) -> auto& { return o.schedule.decay; },
+          FieldFlags::as_integer),  // a number since the first layout
+      field("clip_norm", &O::clip_norm),
+      field(
+          "patience", [](auto& o) -> auto& { return o.early_stopping.patience; }),
+      field(
+          "min_delta", [](auto& o) -> auto& { return o.early_stopping.min_delta; }),
+      field(
+          "metric", [](auto& o) -> auto& { return o.early_stopping.metric; }),
+      field(
+          "restore_best", [](auto& o) -> auto& { return o.early_stopping.restore_best; }),
+      field("max_steps", &O::max_steps), field("pad_to", &O::pad_to),
+      field("eval_batch_size", &O::eval_batch_size), field("seed", &O::seed),
+      field(
+          "optimizer.epsilon", [](auto& o) -> auto& { return o.optimizer.epsilon; },
+          FieldFlags::none,
+          [](const O& o) { return o.optimizer.epsilon != AdamWOptions{}.epsilon; }));
 };
 
 /// An epoch as one line of the checkpoint blob "phase_b.history".
