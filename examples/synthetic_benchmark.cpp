@@ -10,7 +10,7 @@
 //
 // Every method hands random Fourier features (1/√N)[cos Ωx, sin Ωx] with N frequencies (the
 // "feature budget") to the same classifier: ridge regression with an intercept, its penalty
-// chosen by 3-fold cross-validation on the training split (particles/baselines.hpp). Methods:
+// chosen by 3-fold cross-validation on the training split (baselines/ridge.hpp). Methods:
 //   fixed_rff   Ω ~ N(0, σ⁻² I), σ chosen by 3-fold cross-validation on the training split
 //               (for each budget, jointly with the ridge penalty);
 //   importance  Sinha & Duchi (2016): a pool of 2048 frequencies from the same Gaussian,

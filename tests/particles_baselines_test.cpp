@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Tests of the baselines of the particle model: Sinha & Duchi's importance sampling
 // (particles/importance_sampling.hpp) and the ridge classifier with cross-validation and the
-// cross-validated RFF bandwidth (particles/baselines.hpp).
+// cross-validated RFF bandwidth (baselines/ridge.hpp, baselines/rff_bandwidth.hpp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>

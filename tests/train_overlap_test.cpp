@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The pair head's overlap features started from a logistic regression
-// (train/overlap_head.hpp): the regression is at its optimum, the model then computes exactly
-// the regression's logits from the overlap features, it separates a task that overlap decides,
-// and bad arguments are refused.
+// (train/overlap_head.hpp, baselines/logistic_regression.hpp): the regression is at its optimum,
+// the model then computes exactly the regression's logits from the overlap features, it separates a
+// task that overlap decides, and bad arguments are refused.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -79,12 +79,12 @@ TEST_CASE("OverlapHead_StartsFromTheRegressionOptimum", "[train][overlap]") {
   const coulomb::TextEncoder encoder(coulomb::build_vocabulary(text), {.max_length = 20});
   const coulomb::EncodedDataset data = encoder.encode(text);
   Model model(pair_config(encoder.vocabulary().size()), 3);
-  const coulomb::train::OverlapHeadOptions options;
+  const coulomb::LogisticRegressionOptions options;
   const coulomb::train::OverlapHeadFit fit = coulomb::train::fit_overlap_head(model, data, options);
   const Index K = coulomb::pair_overlap_features;
-  REQUIRE(fit.coefficients.rows() == K + 1);
-  REQUIRE(fit.coefficients.cols() == 2);
-  INFO("Newton steps " << fit.newton_steps << ", loss " << fit.loss);
+  REQUIRE(fit.regression.coefficients.rows() == K + 1);
+  REQUIRE(fit.regression.coefficients.cols() == 2);
+  INFO("Newton steps " << fit.regression.newton_steps << ", loss " << fit.regression.loss);
 
   // The standardized design matrix, built here from the moments.
   Matrix<double> Z(data.size(), K + 1);
@@ -98,23 +98,22 @@ TEST_CASE("OverlapHead_StartsFromTheRegressionOptimum", "[train][overlap]") {
 
   SECTION("the objective's gradient vanishes and no nearby point is lower") {
     coulomb::Vector<double> grad;
-    const double at = coulomb::train::detail::overlap_objective(
-        Z, data.labels, fit.coefficients, options.l2, &grad, nullptr, nullptr);
-    CHECK(at == Approx(fit.loss).epsilon(1e-12));
+    const double at = coulomb::logistic_regression_objective(
+        Z, data.labels, fit.regression.coefficients, options.l2, &grad);
+    CHECK(at == Approx(fit.regression.loss).epsilon(1e-12));
     CHECK(grad.cwiseAbs().maxCoeff() < 1e-9);
-    for (Index j = 0; j < fit.coefficients.size(); ++j) {
+    for (Index j = 0; j < fit.regression.coefficients.size(); ++j) {
       for (const double h : {-1e-3, 1e-3}) {
-        Matrix<double> moved = fit.coefficients;
+        Matrix<double> moved = fit.regression.coefficients;
         moved.data()[j] += h;
-        CHECK(coulomb::train::detail::overlap_objective(Z, data.labels, moved, options.l2, nullptr,
-                                                        nullptr, nullptr) > at);
+        CHECK(coulomb::logistic_regression_objective(Z, data.labels, moved, options.l2) > at);
       }
     }
   }
   SECTION("overlap decides this task, and the regression learns it") {
-    CHECK(fit.accuracy > 0.9);
+    CHECK(fit.regression.accuracy > 0.9);
     // Paraphrases share more words: the coefficients of the unigram fractions favour class 1.
-    CHECK(fit.coefficients(0, 1) - fit.coefficients(0, 0) > 0.0);
+    CHECK(fit.regression.coefficients(0, 1) - fit.regression.coefficients(0, 0) > 0.0);
   }
   SECTION("with the encoder's contribution removed, the model computes the regression") {
     auto params = model.parameters();
@@ -131,7 +130,7 @@ TEST_CASE("OverlapHead_StartsFromTheRegressionOptimum", "[train][overlap]") {
     coulomb::make_batch(data, all, batch);
     Matrix<float> logits;
     model.forward(batch, logits);
-    const Matrix<double> expected = Z * fit.coefficients;
+    const Matrix<double> expected = Z * fit.regression.coefficients;
     // Equal up to float rounding of the features, the coefficients and the products.
     CHECK((logits.cast<double>() - expected).cwiseAbs().maxCoeff() <
           1e-5 * (1.0 + expected.cwiseAbs().maxCoeff()));
@@ -139,7 +138,7 @@ TEST_CASE("OverlapHead_StartsFromTheRegressionOptimum", "[train][overlap]") {
   SECTION("deterministic") {
     Model again(pair_config(encoder.vocabulary().size()), 3);
     const auto second = coulomb::train::fit_overlap_head(again, data, options);
-    CHECK(second.coefficients == fit.coefficients);
+    CHECK(second.regression.coefficients == fit.regression.coefficients);
   }
 }
 
@@ -164,9 +163,9 @@ TEST_CASE("OverlapHead_RefusesBadArguments", "[train][overlap][input]") {
   CHECK_THROWS_WITH(fit_overlap_head(with_hidden, data), Contains("config.pair_hidden = 4"));
 
   Model model(c, 1);
-  CHECK_THROWS_WITH(fit_overlap_head(model, data, {.l2 = 0.0}), Contains("'options.l2'"));
+  CHECK_THROWS_WITH(fit_overlap_head(model, data, {.l2 = 0.0}), Contains("'l2'"));
   CHECK_THROWS_WITH(fit_overlap_head(model, data, {.max_newton_steps = 0}),
-                    Contains("'options.max_newton_steps'"));
+                    Contains("'max_newton_steps'"));
   coulomb::EncodedDataset unlabelled = data;
   unlabelled.labels[3] = -1;
   CHECK_THROWS_WITH(fit_overlap_head(model, unlabelled), Contains("sequence 3 has label -1"));
@@ -190,6 +189,36 @@ TEST_CASE("OverlapHead_RefusesBadArguments", "[train][overlap][input]") {
   sd(2) = std::nan("");
   CHECK_THROWS_WITH(model.set_overlap_standardization(Eigen::ArrayXd::Zero(6), sd),
                     Contains("entry 2"));
+}
+
+TEST_CASE("LogisticRegression_SeparatesAndRefusesBadArguments", "[train][overlap][input]") {
+  // Two classes split by the sign of the first column; the second column is a constant.
+  Matrix<double> Z(40, 2);
+  std::vector<int> labels(40);
+  for (Index i = 0; i < 40; ++i) {
+    Z(i, 0) = static_cast<double>(i) - 19.5;
+    Z(i, 1) = 1.0;
+    labels[static_cast<std::size_t>(i)] = i < 20 ? 0 : 1;
+  }
+  const coulomb::LogisticRegressionFit fit = coulomb::fit_logistic_regression(Z, labels, 2);
+  CHECK(fit.accuracy == 1.0);
+  CHECK(fit.coefficients(0, 1) > fit.coefficients(0, 0));
+  coulomb::Vector<double> grad;
+  coulomb::logistic_regression_objective(Z, labels, fit.coefficients, 1e-3, &grad);
+  CHECK(grad.cwiseAbs().maxCoeff() < 1e-9);
+
+  using coulomb::fit_logistic_regression;
+  CHECK_THROWS_WITH(fit_logistic_regression(Z, labels, 1), Contains("'num_classes'"));
+  std::vector<int> short_labels(labels.begin(), labels.end() - 1);
+  CHECK_THROWS_WITH(fit_logistic_regression(Z, short_labels, 2), Contains("one per row"));
+  std::vector<int> bad = labels;
+  bad[7] = 2;
+  CHECK_THROWS_WITH(fit_logistic_regression(Z, bad, 2), Contains("at index 7"));
+  Matrix<double> nan = Z;
+  nan(3, 0) = std::nan("");
+  CHECK_THROWS_WITH(fit_logistic_regression(nan, labels, 2), Contains("'Z'"));
+  CHECK_THROWS_WITH(fit_logistic_regression(Z, labels, 2, {.tolerance = -1.0}),
+                    Contains("'tolerance'"));
 }
 
 }  // namespace train_overlap_test

@@ -5,12 +5,11 @@
 /// Eigen's SIMD packets; the weight gradient Xᵀ dY is Eigen's GEMM in blocks of rows.
 /// Documented in docs/model.md ("The products of Linear").
 ///
-/// Why not Eigen's GEMM: for n × 64 times 64 × 64 Eigen copies ("packs") every panel of the
-/// tall operand before its kernel reads it, and zero-fills the destination of `=` first. The
-/// tall operand's columns are contiguous here, so the kernel reads them where they are: a block
-/// of rows of A (a few packets by up to kc columns) stays in the L1 cache while every column
-/// block of the small operand, packed once per call, passes over it. About 1.45 times Eigen's
-/// speed for the shapes of the Transformer (bench/bench_model.cpp, Product/ rows).
+/// Why not Eigen's GEMM: it copies ("packs") every panel of the tall operand and zero-fills the
+/// destination of `=` first. Here the tall operand's contiguous columns are read in place: a
+/// block of rows of A (a few packets by up to kc columns) stays in the L1 cache while every
+/// column block of the small operand, packed once per call, passes over it. Measurements:
+/// docs/benchmarks.md ("Linear's own product kernel").
 ///
 /// Rounding is defined, not a by-product of blocking: every entry is one chain of
 /// multiply-adds over p = 0, …, k−1 started from its initial value (0, the bias, or the entry
@@ -182,10 +181,8 @@ void tall_small_product(const Scalar* a, Index lda, Index n, Index k, const Scal
 inline constexpr Index inner_product_block_rows = 2048;
 
 /// out += A[r0 : r0 + n]ᵀ B[r0 : r0 + n] (nn::Linear's ∂L/∂W += Xᵀ dY) by Eigen's GEMM, in
-/// blocks of inner_product_block_rows rows added in order. A guard, not a speed-up in every
-/// placement: in one standalone program the whole product over 8,192 rows of floats (a column
-/// stride of a power of two) ran at 1.32 ms against 0.54 ms in blocks, depending on where the
-/// matrices lay in memory; in bench_model's Product/weight_grad rows the two are level.
+/// blocks of inner_product_block_rows rows added in order: a guard against the cache-set
+/// conflicts of a long product with a power-of-two column stride (docs/benchmarks.md).
 template <typename A, typename B, typename Out>
 void add_tall_inner_product(const A& a, const B& b, Index r0, Index n, Out& out) {
   for (Index i = 0; i < n; i += inner_product_block_rows) {

@@ -106,10 +106,10 @@ class Linear {
 
   /// Threads of the products (0: all OpenMP threads, 1 without OpenMP). With T > 1 and at
   /// least min_rows_per_thread rows per range, every product is split into T row ranges, one
-  /// per thread: Y and dX by rows, ∂L/∂W as a sum of T partial products added in a fixed order.
-  /// For the thin products of a Transformer layer (d = 64) this is about 1.8 times faster on
-  /// two threads, where Eigen's own parallel GEMM is slower than one thread. Results depend on
-  /// T only through the rounding of ∂L/∂W, and are the same for the same T.
+  /// per thread: Y and dX by rows, ∂L/∂W as a sum of T partial products added in a fixed order
+  /// (Eigen's own parallel GEMM does not pay at the thin shapes of a Transformer layer:
+  /// docs/benchmarks.md). Results depend on T only through the rounding of ∂L/∂W, and are the
+  /// same for the same T.
   void set_num_threads(int threads) {
     detail::require(threads >= 0, "coulomb::nn::Linear::set_num_threads",
                     "argument 'threads' must be >= 0, got " + std::to_string(threads));
@@ -485,8 +485,8 @@ class Dropout {
     const auto threshold = static_cast<std::uint64_t>(std::ceil(rate_ * 0x1.0p53));
     Scalar* mask = mask_.data();  // column-major: the same entry order as (j, i) loops
     // The mask value is keep's bit pattern and-ed with all ones or all zeros, so no compiler
-    // turns the choice into a branch (mispredicted on about a fraction p of the entries: a
-    // loop of its own was 2.6 times slower with one at p = 0.3). The values are +0 or keep.
+    // turns the choice into a branch (mispredicted on about a fraction p of the entries). The
+    // values are +0 or keep.
     using Bits = std::conditional_t<sizeof(Scalar) == 8, std::uint64_t, std::uint32_t>;
     static_assert(sizeof(Bits) == sizeof(Scalar));
     const Bits keep_bits = std::bit_cast<Bits>(keep);

@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: MIT
-/// @file particles/baselines.hpp
-/// @brief What the particle model is compared with downstream: a ridge-regression classifier on
-/// random features (the linear classifier of the synthetic experiment), k-fold
-/// cross-validation of its penalty, and the cross-validated bandwidth of fixed random Fourier
-/// features (the "fair" fixed-RFF baseline).
+/// @file baselines/ridge.hpp
+/// @brief The linear classifier downstream of random features: ridge regression on ±1 labels
+/// (the classifier of the synthetic experiment), Sinha & Duchi's reference form of it, and
+/// k-fold cross-validation of its penalty.
 ///
 /// Badiei Khuzani et al. (2026), §5 compare learned particles with fixed random features and
 /// with Sinha & Duchi's importance sampling (particles/importance_sampling.hpp), each followed
@@ -25,6 +24,7 @@
 #include <concepts>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <Eigen/Cholesky>
@@ -34,7 +34,6 @@
 #include "../core/config.hpp"
 #include "../core/error.hpp"
 #include "../core/random.hpp"
-#include "../features/rff.hpp"
 
 namespace coulomb {
 
@@ -94,46 +93,64 @@ inline Matrix<double> gram_matrix(const Matrix<double>& phi) {
   return gram;
 }
 
-/// φ(x_i)ᵀw + b for every row of Φ (a fitted linear classifier).
-template <typename DP>
-Vector<double> linear_decision(const Eigen::MatrixBase<DP>& Phi, const Vector<double>& weights,
-                               double intercept, std::string_view where) {
-  require(weights.size() > 0, where, "the classifier is not fitted");
-  require_cols(Phi, weights.size(), where, "Phi");
-  return (Phi.template cast<double>() * weights).array() + intercept;
-}
-
-/// Fraction of the rows of Φ whose predicted label (1 when `classifier`'s decision is > 0)
-/// matches `labels`; the labels and Φ's rows are checked first.
-template <typename C, typename DP, typename DL>
-double decision_accuracy(const C& classifier, const Eigen::MatrixBase<DP>& Phi,
-                         const Eigen::MatrixBase<DL>& labels, std::string_view where) {
-  const Vector<double> y = signed_labels(labels, where);
-  require(Phi.rows() == y.size(), where,
-          "argument 'Phi' has " + std::to_string(Phi.rows()) + " rows, expected " +
-              std::to_string(y.size()) + " (one per label)");
-  const Vector<double> f = classifier.decision_function(Phi);
-  Index correct = 0;
-  for (Index i = 0; i < y.size(); ++i) correct += (f(i) > 0.0) == (y(i) > 0.0);
-  return static_cast<double>(correct) / static_cast<double>(y.size());
-}
-
 }  // namespace detail
 
+/// A fitted linear classifier on features: decision φ(x)ᵀw + b, label 1 when it is > 0. What
+/// RidgeClassifier and ReferenceRidgeClassifier share; their fit() sets w and b.
+class LinearClassifier {
+ public:
+  /// The fitted weights w (one per feature; empty before fit).
+  const Vector<double>& weights() const noexcept { return weights_; }
+  /// The fitted intercept b.
+  double intercept() const noexcept { return intercept_; }
+
+  /// φ(x_i)ᵀw + b for every row of Φ. Throws invalid_argument before fit or when Φ does not
+  /// have one column per weight.
+  template <typename DP>
+  Vector<double> decision_function(const Eigen::MatrixBase<DP>& Phi) const {
+    const std::string where = std::string(name_) + "::decision_function";
+    detail::require(weights_.size() > 0, where, "the classifier is not fitted");
+    detail::require_cols(Phi, weights_.size(), where, "Phi");
+    return (Phi.template cast<double>() * weights_).array() + intercept_;
+  }
+
+  /// Fraction of rows of Φ whose predicted label (1 when the decision is > 0) matches `labels`
+  /// (in {0, 1} or {−1, 1}); the labels and Φ's rows are checked first.
+  template <typename DP, typename DL>
+  double accuracy(const Eigen::MatrixBase<DP>& Phi, const Eigen::MatrixBase<DL>& labels) const {
+    const std::string where = std::string(name_) + "::accuracy";
+    const Vector<double> y = detail::signed_labels(labels, where);
+    detail::require(Phi.rows() == y.size(), where,
+                    "argument 'Phi' has " + std::to_string(Phi.rows()) + " rows, expected " +
+                        std::to_string(y.size()) + " (one per label)");
+    const Vector<double> f = decision_function(Phi);
+    Index correct = 0;
+    for (Index i = 0; i < y.size(); ++i) correct += (f(i) > 0.0) == (y(i) > 0.0);
+    return static_cast<double>(correct) / static_cast<double>(y.size());
+  }
+
+ protected:
+  /// An unfitted classifier; `name` ("coulomb::RidgeClassifier") prefixes messages.
+  explicit LinearClassifier(const char* name) noexcept : name_(name) {}
+
+  Vector<double> weights_;  ///< w
+  double intercept_ = 0.0;  ///< b
+
+ private:
+  const char* name_;
+};
+
 /// Ridge-regression classifier on features: decision φ(x)ᵀw + b, label 1 when it is > 0.
-class RidgeClassifier {
+class RidgeClassifier : public LinearClassifier {
  public:
   /// α > 0: the penalty per sample (the objective is (1/n)‖y − Φw − b‖² + α‖w‖²).
-  explicit RidgeClassifier(double alpha = 1e-3) : alpha_(alpha) {
+  explicit RidgeClassifier(double alpha = 1e-3)
+      : LinearClassifier("coulomb::RidgeClassifier"), alpha_(alpha) {
     detail::require_positive(alpha, "coulomb::RidgeClassifier", "alpha");
   }
 
   /// The penalty α.
   double alpha() const noexcept { return alpha_; }
-  /// The fitted weights w (one per feature; empty before fit).
-  const Vector<double>& weights() const noexcept { return weights_; }
-  /// The fitted intercept b.
-  double intercept() const noexcept { return intercept_; }
 
   /// Fits on features Φ (n×D) and labels (n entries in {0, 1} or {−1, 1}).
   template <typename DP, typename DL>
@@ -151,41 +168,22 @@ class RidgeClassifier {
     return *this;
   }
 
-  /// φ(x_i)ᵀw + b for every row of Φ.
-  template <typename DP>
-  Vector<double> decision_function(const Eigen::MatrixBase<DP>& Phi) const {
-    return detail::linear_decision(Phi, weights_, intercept_,
-                                   "coulomb::RidgeClassifier::decision_function");
-  }
-
-  /// Fraction of rows of Φ whose predicted label (1 when the decision is > 0) matches `labels`
-  /// (in {0, 1} or {−1, 1}).
-  template <typename DP, typename DL>
-  double accuracy(const Eigen::MatrixBase<DP>& Phi, const Eigen::MatrixBase<DL>& labels) const {
-    return detail::decision_accuracy(*this, Phi, labels, "coulomb::RidgeClassifier::accuracy");
-  }
-
  private:
   double alpha_;
-  Vector<double> weights_;
-  double intercept_ = 0.0;
 };
 
 /// Sinha & Duchi's reference classifier: w = (ΦᵀΦ + λI)⁻¹ Φᵀ(y − ȳ) on uncentred features,
 /// decision φ(x)ᵀw + ȳ (label 1 when > 0), λ in absolute units (their example uses 0.05).
-class ReferenceRidgeClassifier {
+class ReferenceRidgeClassifier : public LinearClassifier {
  public:
   /// λ > 0, added to the diagonal of ΦᵀΦ as it is (not multiplied by n).
-  explicit ReferenceRidgeClassifier(double lambda = 0.05) : lambda_(lambda) {
+  explicit ReferenceRidgeClassifier(double lambda = 0.05)
+      : LinearClassifier("coulomb::ReferenceRidgeClassifier"), lambda_(lambda) {
     detail::require_positive(lambda, "coulomb::ReferenceRidgeClassifier", "lambda");
   }
 
-  /// The penalty λ.
+  /// The penalty λ. (intercept() is ȳ, the mean of the ±1 training labels.)
   double lambda() const noexcept { return lambda_; }
-  /// The fitted weights w (empty before fit).
-  const Vector<double>& weights() const noexcept { return weights_; }
-  /// The intercept ȳ, the mean of the ±1 training labels.
-  double intercept() const noexcept { return intercept_; }
 
   /// Fits on features Φ (n×D) and labels (n entries in {0, 1} or {−1, 1}). Throws
   /// invalid_argument for mismatched or non-finite input, numerical_error when ΦᵀΦ + λI is not
@@ -203,24 +201,8 @@ class ReferenceRidgeClassifier {
     return *this;
   }
 
-  /// φ(x_i)ᵀw + ȳ for every row of Φ.
-  template <typename DP>
-  Vector<double> decision_function(const Eigen::MatrixBase<DP>& Phi) const {
-    return detail::linear_decision(Phi, weights_, intercept_,
-                                   "coulomb::ReferenceRidgeClassifier::decision_function");
-  }
-
-  /// Fraction of rows of Φ whose predicted label (1 when the decision is > 0) matches `labels`.
-  template <typename DP, typename DL>
-  double accuracy(const Eigen::MatrixBase<DP>& Phi, const Eigen::MatrixBase<DL>& labels) const {
-    return detail::decision_accuracy(*this, Phi, labels,
-                                     "coulomb::ReferenceRidgeClassifier::accuracy");
-  }
-
  private:
   double lambda_;
-  Vector<double> weights_;
-  double intercept_ = 0.0;
 };
 
 /// A random assignment of n samples to k folds of sizes differing by at most one: entry i is
@@ -268,10 +250,9 @@ RidgeCrossValidation cross_validate_ridge(const Eigen::MatrixBase<DP>& Phi,
   detail::require_finite(Phi, where, "Phi");
   const Index k = *std::max_element(folds.begin(), folds.end()) + 1;
   const Matrix<double> phi = Phi.template cast<double>();
-  const Index dim = phi.cols();
 
   std::vector<double> correct(alphas.size(), 0.0);
-  Matrix<double> train, test, gram(dim, dim);
+  Matrix<double> train, test, gram;
   for (Index f = 0; f < k; ++f) {
     std::vector<Index> in, out;
     for (Index i = 0; i < n; ++i) (folds[static_cast<std::size_t>(i)] == f ? out : in).push_back(i);
@@ -285,9 +266,7 @@ RidgeCrossValidation cross_validate_ridge(const Eigen::MatrixBase<DP>& Phi,
     train.rowwise() -= mean;
     test.rowwise() -= mean;
     const double y_mean = y_train.mean();
-    gram.setZero();
-    gram.selfadjointView<Eigen::Lower>().rankUpdate(train.transpose());
-    gram.triangularView<Eigen::StrictlyUpper>() = gram.transpose();
+    gram = detail::gram_matrix(train);
     const Vector<double> rhs = train.transpose() * (y_train.array() - y_mean).matrix();
     for (std::size_t a = 0; a < alphas.size(); ++a) {
       const Vector<double> w =
@@ -321,82 +300,6 @@ RidgeClassifier fit_ridge_cross_validated(const Eigen::MatrixBase<DP>& Phi,
   RidgeClassifier classifier(cv.alpha);
   classifier.fit(Phi, labels);
   return classifier;
-}
-
-/// Median Euclidean distance between rows of X over at most `max_pairs` random pairs of
-/// distinct rows: the usual scale for a grid of Gaussian bandwidths.
-template <typename D, std::uniform_random_bit_generator G>
-double median_pairwise_distance(const Eigen::MatrixBase<D>& X, Index max_pairs, G& rng) {
-  const char* where = "coulomb::median_pairwise_distance";
-  detail::require(X.rows() >= 2, where, "argument 'X' needs at least 2 rows");
-  detail::require(max_pairs >= 1, where, "argument 'max_pairs' must be at least 1");
-  std::vector<double> distances(static_cast<std::size_t>(max_pairs));
-  const auto n = static_cast<std::uint64_t>(X.rows());
-  for (auto& dist : distances) {
-    const auto i = static_cast<Index>(uniform_index(n, rng));
-    auto j = static_cast<Index>(uniform_index(n - 1, rng));
-    if (j >= i) ++j;
-    dist = (X.row(i) - X.row(j)).template cast<double>().norm();
-  }
-  auto mid = distances.begin() + static_cast<std::ptrdiff_t>(distances.size() / 2);
-  std::nth_element(distances.begin(), mid, distances.end());
-  return *mid;
-}
-
-/// Random Fourier features (1/√m)[cos Ωx, sin Ωx] for given frequencies Ω (m×d), in the scalar
-/// type of Ω (X is cast to it): the features every method of the synthetic experiment hands to
-/// the classifier. Float is much faster (Eigen 3.4 vectorizes sin and cos for float only) and
-/// accurate enough for a classifier.
-template <typename DO, typename DX>
-Matrix<typename DO::Scalar> fourier_features(const Eigen::MatrixBase<DO>& omega,
-                                             const Eigen::MatrixBase<DX>& X) {
-  using Scalar = typename DO::Scalar;
-  const RffCosSin<Scalar> map(omega.derived().eval(), Vector<Scalar>());
-  return map.map(X.template cast<Scalar>());
-}
-
-/// Result of select_rff_bandwidth.
-struct BandwidthSelection {
-  double bandwidth = 0.0;     ///< σ with the best cross-validated accuracy
-  double alpha = 0.0;         ///< the ridge penalty chosen with it
-  double accuracy = 0.0;      ///< its mean held-out accuracy
-  Matrix<double> accuracies;  ///< mean held-out accuracy, bandwidths × alphas
-};
-
-/// Chooses the bandwidth σ of fixed random Fourier features (and the ridge penalty) by k-fold
-/// cross-validation of RidgeClassifier on the training data: one standard Gaussian draw Ω₀ of
-/// `num_particles` frequencies (common to all candidates, so that they differ only by σ), the
-/// features of Ω₀/σ for each candidate σ (in the scalar type of X), and cross_validate_ridge over
-/// `alphas`. Ties go to the first candidate.
-template <typename DX, typename DL, std::uniform_random_bit_generator G>
-BandwidthSelection select_rff_bandwidth(const Eigen::MatrixBase<DX>& X,
-                                        const Eigen::MatrixBase<DL>& labels,
-                                        const std::vector<double>& bandwidths,
-                                        const std::vector<double>& alphas, Index num_particles,
-                                        const std::vector<Index>& folds, G& rng) {
-  const char* where = "coulomb::select_rff_bandwidth";
-  detail::require(!bandwidths.empty(), where, "argument 'bandwidths' is empty");
-  for (double b : bandwidths) detail::require_positive(b, where, "bandwidths");
-  detail::require(num_particles >= 1, where, "argument 'num_particles' must be at least 1");
-  using Scalar = typename DX::Scalar;
-  Matrix<Scalar> standard(num_particles, X.cols());
-  fill_standard_normal(standard, rng);
-  BandwidthSelection best;
-  best.accuracy = -1.0;
-  best.accuracies.resize(static_cast<Index>(bandwidths.size()), static_cast<Index>(alphas.size()));
-  for (std::size_t b = 0; b < bandwidths.size(); ++b) {
-    const Matrix<Scalar> phi =
-        fourier_features((standard / static_cast<Scalar>(bandwidths[b])).eval(), X);
-    const RidgeCrossValidation cv = cross_validate_ridge(phi, labels, alphas, folds);
-    for (std::size_t a = 0; a < alphas.size(); ++a)
-      best.accuracies(static_cast<Index>(b), static_cast<Index>(a)) = cv.accuracies[a];
-    if (cv.accuracy > best.accuracy) {
-      best.accuracy = cv.accuracy;
-      best.bandwidth = bandwidths[b];
-      best.alpha = cv.alpha;
-    }
-  }
-  return best;
 }
 
 }  // namespace coulomb
