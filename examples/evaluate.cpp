@@ -50,10 +50,12 @@
 #include <nlohmann/json.hpp>
 
 #include "common/cli.hpp"
+#include "common/json.hpp"
 
 namespace {
 
 using coulomb::Index;
+using coulomb_examples::json_number;
 
 struct Options {
   std::string model;
@@ -101,11 +103,6 @@ coulomb::TextColumns columns_for(const std::string& name, std::string_view text,
   if (chosen == "glue-mrpc") return coulomb::TextColumns::glue_mrpc();
   if (chosen == "qqp") return coulomb::TextColumns::qqp();
   return coulomb::TextColumns::qqp_bundled();
-}
-
-/// A number for JSON: null when not finite.
-nlohmann::ordered_json json_number(double x) {
-  return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(nullptr);
 }
 
 /// Probabilities (n × C, double) of `model` on every sequence of `data`, in batches.
@@ -238,15 +235,9 @@ void write_json(const Result& r, const Options& opt, const std::string& command)
   for (const auto& [k, v] : r.header.metadata) metadata[k] = v;
   Json rows = Json::array();
   for (const auto& row : r.rows) {
-    const auto& m = row.metrics;
-    rows.push_back({{"name", row.name},
-                    {"count", m.count},
-                    {"accuracy", json_number(m.accuracy)},
-                    {"mcc", json_number(m.mcc)},
-                    {"f1", json_number(m.f1)},
-                    {"ece", json_number(m.ece)},
-                    {"log_loss", json_number(m.log_loss)},
-                    {"brier", json_number(m.brier)}});
+    Json named = {{"name", row.name}};
+    named.update(coulomb_examples::json_metrics(row.metrics));
+    rows.push_back(std::move(named));
   }
   Json reliability = Json::array();
   for (const auto& b : r.reliability)

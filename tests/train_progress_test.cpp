@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include <coulomb/core/json.hpp>
 #include <coulomb/particles/langevin.hpp>
 #include <coulomb/train/callbacks.hpp>
 #include <coulomb/train/progress.hpp>
@@ -543,6 +544,20 @@ TEST_CASE("Progress_Formatting", "[train][progress]") {
   CHECK(format_rate(12345.0) == "12.3k");
   CHECK(format_rate(4.56e7) == "45.6M");
   CHECK(format_rate(std::numeric_limits<double>::quiet_NaN()) == "?");
+}
+
+TEST_CASE("Json_ObjectWriterNestsAndEscapes", "[train][progress]") {
+  std::string s = "x";
+  coulomb::detail::JsonObjectWriter o(s);
+  o.string("a\"b", "line\n").integer("n", -3).null("none");
+  o.number("inf", std::numeric_limits<double>::infinity()).number("half", 0.5);
+  o.object("inner").number("v", 1e-300).close();
+  o.object("empty").close();
+  o.close();
+  CHECK(s ==
+        "x{\"a\\\"b\":\"line\\n\",\"n\":-3,\"none\":null,\"inf\":null,\"half\":0.5,"
+        "\"inner\":{\"v\":1e-300},\"empty\":{}}");
+  CHECK(parse_json(s.substr(1)).at("inner").at("v").number == 1e-300);
 }
 
 TEST_CASE("Progress_JsonLinesParseAndHoldTheState", "[train][progress]") {

@@ -47,6 +47,7 @@
 #include <nlohmann/json.hpp>
 
 #include "figure.hpp"
+#include "json.hpp"
 
 namespace coulomb_examples {
 
@@ -712,29 +713,8 @@ inline void print_metric_table(std::ostream& out, const TextExperimentResult& r)
   out << std::setprecision(6);
 }
 
-namespace detail {
-
-/// A number for JSON: null when not finite (JSON has no NaN or infinity).
-inline nlohmann::ordered_json json_number(double v) {
-  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
-}
-
-/// The metrics of one row as a JSON object.
-inline nlohmann::ordered_json json_metrics(const coulomb::ClassificationMetrics& m) {
-  return {{"count", m.count},
-          {"accuracy", json_number(m.accuracy)},
-          {"mcc", json_number(m.mcc)},
-          {"f1", json_number(m.f1)},
-          {"ece", json_number(m.ece)},
-          {"log_loss", json_number(m.log_loss)},
-          {"brier", json_number(m.brier)}};
-}
-
-}  // namespace detail
-
 /// The JSON report of a run (nlohmann-json, keys in this order). `command` is recorded.
 inline std::string json_report(const TextExperimentResult& r, const std::string& command) {
-  using detail::json_number;
   using Json = nlohmann::ordered_json;
   const auto& c = r.config;
   Json config = {{"feature_map", c.feature_map},
@@ -775,7 +755,7 @@ inline std::string json_report(const TextExperimentResult& r, const std::string&
                  {"phase_a_repulsion", json_number(c.phase_a_repulsion)},
                  {"phase_a_radius_factor", json_number(c.phase_a_radius_factor)}};
   Json metrics = Json::object();
-  for (const auto& row : r.rows) metrics[row.name] = detail::json_metrics(row.metrics);
+  for (const auto& row : r.rows) metrics[row.name] = json_metrics(row.metrics);
   Json phase_a = nullptr;
   if (r.phase_a) {
     const auto& a = *r.phase_a;

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: MIT
 /// @file core/json.hpp
 /// @brief JSON text for logs: strings escaped as RFC 8259 requires (quotes, backslashes,
-/// control characters; invalid UTF-8 becomes U+FFFD) and numbers in the shortest form that
-/// reads back exactly (NaN and ±∞, which JSON cannot hold, as null).
+/// control characters; invalid UTF-8 becomes U+FFFD), numbers in the shortest form that reads
+/// back exactly (NaN and ±∞, which JSON cannot hold, as null), and objects written key by key
+/// (JsonObjectWriter). The library's headers write their JSON (the progress log,
+/// train/progress.hpp) with these; the tools use nlohmann-json, which the headers do not need.
 #pragma once
 
 #include <charconv>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -105,5 +108,62 @@ inline void append_json_number(std::string& out, double value) {
   const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
   out.append(buffer, result.ptr);
 }
+
+/// Writes one JSON object into a string, a member at a time:
+///
+///     JsonObjectWriter o(s);
+///     o.string("event", "update").integer("step", 3);
+///     o.object("values").number("loss", 0.5).close();
+///     o.close();  // s == {"event":"update","step":3,"values":{"loss":0.5}}
+///
+/// Keys and strings are escaped by append_json_string, numbers written by append_json_number.
+class JsonObjectWriter {
+ public:
+  /// Starts an object at the end of `out` (which must outlive the writer).
+  explicit JsonObjectWriter(std::string& out) : out_(&out) { *out_ += '{'; }
+
+  /// Appends "key": "value".
+  JsonObjectWriter& string(std::string_view key, std::string_view value) {
+    member(key);
+    append_json_string(*out_, value);
+    return *this;
+  }
+  /// Appends "key": value (null when not finite).
+  JsonObjectWriter& number(std::string_view key, double value) {
+    member(key);
+    append_json_number(*out_, value);
+    return *this;
+  }
+  /// Appends "key": value, an integer.
+  JsonObjectWriter& integer(std::string_view key, std::int64_t value) {
+    member(key);
+    *out_ += std::to_string(value);
+    return *this;
+  }
+  /// Appends "key": null.
+  JsonObjectWriter& null(std::string_view key) {
+    member(key);
+    *out_ += "null";
+    return *this;
+  }
+  /// Appends "key": and starts a nested object there; close it before the next member.
+  JsonObjectWriter object(std::string_view key) {
+    member(key);
+    return JsonObjectWriter(*out_);
+  }
+  /// Ends the object.
+  void close() { *out_ += '}'; }
+
+ private:
+  void member(std::string_view key) {
+    if (!first_) *out_ += ',';
+    first_ = false;
+    append_json_string(*out_, key);
+    *out_ += ':';
+  }
+
+  std::string* out_;
+  bool first_ = true;
+};
 
 }  // namespace coulomb::detail

@@ -473,30 +473,23 @@ class ProgressReporter {
   }
 
   void write_json(const char* event, double now) {
-    std::string s = "{\"event\":";
-    coulomb::detail::append_json_string(s, event);
-    s += ",\"label\":";
-    coulomb::detail::append_json_string(s, options_.label);
-    s += ",\"step\":" + std::to_string(step_);
-    s += ",\"total\":" + (total_ > 0 ? std::to_string(total_) : std::string("null"));
-    s += ",\"items\":";
-    coulomb::detail::append_json_number(s, items_);
-    s += ",\"elapsed_s\":";
-    coulomb::detail::append_json_number(s, now - start_time_);
-    s += ",\"rate\":";
-    coulomb::detail::append_json_number(s, throughput(now));
-    s += ",\"unit\":";
-    coulomb::detail::append_json_string(s, options_.unit);
-    s += ",\"eta_s\":";
-    coulomb::detail::append_json_number(s, eta_seconds(now));
-    s += ",\"values\":{";
-    for (std::size_t i = 0; i < values_.size(); ++i) {
-      if (i > 0) s += ',';
-      coulomb::detail::append_json_string(s, values_[i].name);
-      s += ':';
-      coulomb::detail::append_json_number(s, values_[i].value);
-    }
-    s += "}}\n";
+    std::string s;
+    coulomb::detail::JsonObjectWriter o(s);
+    o.string("event", event).string("label", options_.label).integer("step", step_);
+    if (total_ > 0)
+      o.integer("total", total_);
+    else
+      o.null("total");
+    o.number("items", items_)
+        .number("elapsed_s", now - start_time_)
+        .number("rate", throughput(now))
+        .string("unit", options_.unit)
+        .number("eta_s", eta_seconds(now));
+    coulomb::detail::JsonObjectWriter values = o.object("values");
+    for (const ProgressValue& v : values_) values.number(v.name, v.value);
+    values.close();
+    o.close();
+    s += '\n';
     *json_ << s;
     json_->flush();
   }
