@@ -92,7 +92,7 @@ TEST_CASE("Batching_PadsToLongestWithMasks", "[text][batching]") {
   CHECK_THROWS_AS(coulomb::make_batch(data, std::vector<Index>{}, batch),
                   coulomb::invalid_argument);
   // The mask has the type attention takes.
-  STATIC_REQUIRE(std::is_same_v<coulomb::TokenMask, coulomb::PaddingMask>);
+  STATIC_REQUIRE(std::is_same_v<decltype(batch.mask), coulomb::PaddingMask>);
 }
 
 TEST_CASE("Batcher_EpochsArePermutationsFixedBySeedAndEpoch", "[text][batching][random]") {

@@ -23,6 +23,7 @@
 #include "core/early_stopping.hpp"
 #include "core/error.hpp"
 #include "core/random.hpp"
+#include "core/tokens.hpp"
 #include "data/listops.hpp"
 #include "data/mqar.hpp"
 #include "data/token_sequences.hpp"

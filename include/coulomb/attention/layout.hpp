@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// @file attention/layout.hpp
-/// @brief The data layout, options, padding mask and gradient container shared by linear
-/// attention and exact softmax attention (docs/attention.md).
+/// @brief The data layout, options and gradient container shared by linear attention and exact
+/// softmax attention (docs/attention.md); the padding mask is core/tokens.hpp's PaddingMask.
 ///
 /// A batch of B sequences of length L, with H heads of query/key width d_k and value width
 /// d_v, is stored in three column-major matrices, as the projections of a Transformer produce
@@ -23,13 +23,9 @@
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "../core/parallel.hpp"
+#include "../core/tokens.hpp"
 
 namespace coulomb {
-
-/// Padding mask: L × B, entry (t, b) is true when position t of sequence b is a real token and
-/// false when it is padding. Padded keys contribute nothing; padded queries give zero outputs
-/// (and zero gradients).
-using PaddingMask = Eigen::Array<bool, Eigen::Dynamic, Eigen::Dynamic>;
 
 /// Options of LinearAttention and SoftmaxAttention.
 struct AttentionOptions {

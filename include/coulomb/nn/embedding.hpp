@@ -18,7 +18,7 @@
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "../core/random.hpp"
-#include "../text/vocabulary.hpp"
+#include "../core/tokens.hpp"
 #include "layers.hpp"
 #include "parameter.hpp"
 

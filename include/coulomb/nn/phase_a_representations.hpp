@@ -22,8 +22,8 @@
 
 #include "../core/check.hpp"
 #include "../core/config.hpp"
+#include "../core/tokens.hpp"
 #include "../features/feature_map.hpp"
-#include "../text/batching.hpp"
 #include "pooling.hpp"
 #include "text_classifier.hpp"
 

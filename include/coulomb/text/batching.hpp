@@ -5,9 +5,9 @@
 /// A batch of B sequences padded to length L is stored as L × B arrays (column b is sequence b,
 /// position t in row t), the layout of attention's inputs (attention/layout.hpp): the token
 /// at position t of sequence b is row b·L + t of the (B·L)-row matrices a model builds from it.
-/// The mask has the type of coulomb::PaddingMask (true = token, false = padding), so it can be
-/// passed to LinearAttention and SoftmaxAttention as it is. Padding positions hold
-/// Vocabulary::pad_id and segment 0.
+/// The batch (TokenBatch) and its mask (PaddingMask: true = token, false = padding) are the types
+/// of core/tokens.hpp, so the mask goes to LinearAttention and SoftmaxAttention as it is. Padding
+/// positions hold Vocabulary::pad_id and segment 0.
 ///
 /// Shuffling is a Fisher–Yates permutation drawn from coulomb::Rng; epoch e of a Batcher with
 /// seed s uses the generator Rng(s).split(e), so an epoch's order depends only on (s, e), not on
@@ -29,35 +29,12 @@
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "../core/random.hpp"
+#include "../core/tokens.hpp"
 #include "encoder.hpp"
 #include "overlap.hpp"
 #include "vocabulary.hpp"
 
 namespace coulomb {
-
-/// L × B token ids or segment ids of a batch.
-using TokenArray = Eigen::Array<TokenId, Eigen::Dynamic, Eigen::Dynamic>;
-
-/// L × B padding mask: true at tokens, false at padding (the type of coulomb::PaddingMask).
-using TokenMask = Eigen::Array<bool, Eigen::Dynamic, Eigen::Dynamic>;
-
-/// One padded mini-batch.
-struct TokenBatch {
-  TokenArray ids;              ///< L × B token ids; pad_id at padding
-  TokenArray segments;         ///< L × B segment ids (0 or 1); 0 at padding
-  TokenMask mask;              ///< L × B; true where ids holds a token
-  std::vector<int> labels;     ///< B labels
-  std::vector<Index> indices;  ///< B positions of the sequences in the dataset
-  std::vector<Index> lengths;  ///< B sequence lengths (number of true entries of each column)
-  /// B × pair_overlap_features lexical overlap features of each pair (coulomb::pair_overlap)
-  /// when the dataset holds sentence pairs with word keys; 0 × 0 otherwise
-  Eigen::ArrayXXd overlap;
-
-  /// Padded length L.
-  Index length() const noexcept { return ids.rows(); }
-  /// Number of sequences B.
-  Index size() const noexcept { return ids.cols(); }
-};
 
 namespace detail {
 

@@ -27,11 +27,9 @@
 
 #include "../core/check.hpp"
 #include "../core/config.hpp"
+#include "../core/tokens.hpp"
 
 namespace coulomb {
-
-/// Number of overlap features of a pair (two for each n-gram length 1, 2, 3).
-inline constexpr Index pair_overlap_features = 6;
 
 /// The word key of a token: the 64-bit FNV-1a hash of its bytes, with 0 (the key of special
 /// tokens) replaced by 1. The same on every platform.

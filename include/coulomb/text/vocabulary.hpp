@@ -32,15 +32,13 @@
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "../core/error.hpp"
+#include "../core/tokens.hpp"
 #include "../io/atomic_file.hpp"
 #include "dataset.hpp"
 #include "tokenizer.hpp"
 #include "tsv.hpp"
 
 namespace coulomb {
-
-/// Token ids are 32-bit.
-using TokenId = std::int32_t;
 
 /// Options of building a vocabulary.
 struct VocabularyOptions {
