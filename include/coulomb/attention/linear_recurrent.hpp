@@ -90,6 +90,13 @@ class LinearAttentionState {
   Index batch() const noexcept { return data_.batch; }
   /// Tokens consumed since reset().
   Index position() const noexcept { return data_.position; }
+  /// Key sums held, in scalars: B·H·(D·(d_v + 1) + 1) once the first token is in, whatever the
+  /// position (the shift of each (sequence, head) counts as one).
+  Index num_scalars() const noexcept {
+    Index total = 0;
+    for (const auto& k : data_.keys) total += k.sz.size() + (k.sz.size() > 0 ? 1 : 0);
+    return total;
+  }
 
  private:
   template <FeatureMap Map>

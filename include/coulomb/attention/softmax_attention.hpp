@@ -33,6 +33,7 @@
 #include "../core/parallel.hpp"
 #include "attention_base.hpp"
 #include "layout.hpp"
+#include "softmax_recurrent.hpp"
 
 namespace coulomb {
 
@@ -73,9 +74,42 @@ class SoftmaxAttention
   using typename Base::Scalar;
   using typename Base::VectorType;
 
+  using Cache = SoftmaxAttentionCache<Scalar>;  ///< running state of causal decoding
+
   /// Softmax attention with the given options (omega_gradient is ignored).
   explicit SoftmaxAttention(AttentionOptions options = {})
       : Base("coulomb::SoftmaxAttention::constructor", options) {}
+
+  /// Starts causal decoding of `batch` sequences: empty caches (softmax_recurrent.hpp).
+  void reset(Cache& cache, Index batch = 1) const {
+    detail::require(batch >= 1, "coulomb::SoftmaxAttention::reset",
+                    "argument 'batch' must be at least 1, got " + std::to_string(batch));
+    const auto B = static_cast<std::size_t>(batch);
+    cache.batch_ = batch;
+    cache.position_ = 0;
+    cache.keys_.assign(B, MatrixType());
+    cache.values_.assign(B, MatrixType());
+    cache.count_.assign(B, 0);
+  }
+
+  /// One decoding step: q, k (B × H·d_k) and v (B × H·d_v) hold the next token of every
+  /// sequence; out (resized to B × H·d_v) receives its causal output, equal to the batch causal
+  /// forward at this position up to rounding. Time and memory grow with the position.
+  void step(const ConstRef& q, const ConstRef& k, const ConstRef& v, MatrixType& out,
+            Cache& cache) const {
+    step_impl(q, k, v, nullptr, out, cache);
+  }
+
+  /// The same, where valid(b) = false marks a padding token of sequence b: its cache is left
+  /// unchanged and its output is zero.
+  void step(const ConstRef& q, const ConstRef& k, const ConstRef& v,
+            const Eigen::Array<bool, Eigen::Dynamic, 1>& valid, MatrixType& out,
+            Cache& cache) const {
+    detail::require(valid.size() == q.rows(), "coulomb::SoftmaxAttention::step",
+                    "argument 'valid' has " + std::to_string(valid.size()) + " entries, expected " +
+                        std::to_string(q.rows()) + " (the rows of q)");
+    step_impl(q, k, v, valid.data(), out, cache);
+  }
 
  private:
   static constexpr const char* class_name = "coulomb::SoftmaxAttention";
@@ -176,6 +210,30 @@ class SoftmaxAttention
 
   /// Queries and keys of any width d_k.
   static Index required_head_dim() noexcept { return 0; }
+
+  void step_impl(const ConstRef& q, const ConstRef& k, const ConstRef& v, const bool* valid,
+                 MatrixType& out, Cache& cache) const {
+    const std::string where = "coulomb::SoftmaxAttention::step";
+    detail::require(cache.batch_ >= 1 && q.rows() == cache.batch_, where,
+                    "argument 'q' has " + std::to_string(q.rows()) +
+                        " rows, expected the batch of the cache (" + std::to_string(cache.batch_) +
+                        "; call reset(cache, batch) first)");
+    const auto dims = detail::check_attention_inputs<Scalar>(where, q, k, v, cache.batch_, nullptr,
+                                                             this->num_heads(), 0);
+    for (std::size_t b = 0; b < cache.keys_.size(); ++b) {
+      if (cache.count_[b] == 0) continue;
+      detail::require(cache.keys_[b].cols() == q.cols() && cache.values_[b].cols() == v.cols(),
+                      where,
+                      "arguments 'k' and 'v' have " + std::to_string(k.cols()) + " and " +
+                          std::to_string(v.cols()) + " columns, expected " +
+                          std::to_string(cache.keys_[b].cols()) + " and " +
+                          std::to_string(cache.values_[b].cols()) + " as in earlier steps");
+    }
+    const double s = detail::attention_input_scale(where, this->options_, dims.dk);
+    detail::softmax_recurrent_step(dims, static_cast<Scalar>(s * s), q, k, v, valid, out,
+                                   cache.keys_, cache.values_, cache.count_, cache.scores_);
+    ++cache.position_;
+  }
 
   void forward_impl(const detail::AttentionDims& dims, const ConstRef& Q, const ConstRef& K,
                     const ConstRef& V, const PaddingMask* mask, MatrixType& Out,

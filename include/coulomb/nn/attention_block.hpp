@@ -12,6 +12,13 @@
 /// features φ(sq)ᵀφ(sk) estimates exp(qᵀk/√d_head), the kernel of softmax attention. Head h is
 /// columns [h·d_head, (h+1)·d_head) of Q, K, V and A (attention/layout.hpp). With tied queries
 /// and keys, the one projection receives the sum of both gradients.
+///
+/// With rotary positions (set_rotary, nn/positions.hpp), Q and K are rotated by their position
+/// t before the attention, Q ← R_t Q, K ← R_t K, and their gradients rotated back, dQ ← R_tᵀ dQ.
+/// With causal attention the block also decodes one token at a time (reset, step): each
+/// sequence's next token goes through the same projections and rotation, and the attention's
+/// recurrent step (linear: key sums of O(m·d_head) per head; softmax: a cache of keys and
+/// values) gives the output the causal forward gives at that position.
 #pragma once
 
 #include <functional>
@@ -30,6 +37,7 @@
 #include "../features/feature_map.hpp"
 #include "layers.hpp"
 #include "parameter.hpp"
+#include "positions.hpp"
 
 namespace coulomb::nn {
 
@@ -44,6 +52,32 @@ inline const char* to_string(AttentionKind kind) noexcept {
   return kind == AttentionKind::linear ? "linear" : "softmax";
 }
 
+/// The decoding state of one MultiHeadAttention (reset, step): the attention's recurrent state
+/// (linear attention: per sequence and head the key sums, O(m·d_head) whatever the position;
+/// softmax attention: the keys and values so far) and the step's buffers.
+template <RealScalar Scalar>
+class AttentionDecodingState {
+ public:
+  /// Sequences being decoded.
+  Index batch() const noexcept { return batch_; }
+  /// Tokens consumed since reset (the position of the next token).
+  Index position() const noexcept { return position_; }
+  /// Scalars held by the attention's recurrent state (not counting the step's buffers): with
+  /// linear attention B·H·(D·(d_head + 1) + 1) once a token is in, whatever the position; with
+  /// softmax attention, growing with every real token.
+  Index num_scalars() const noexcept { return linear_.num_scalars() + softmax_.num_scalars(); }
+
+ private:
+  template <RealScalar S, FeatureMap M>
+  friend class MultiHeadAttention;
+
+  LinearAttentionState<Scalar> linear_;
+  SoftmaxAttentionCache<Scalar> softmax_;
+  Matrix<Scalar> q_, k_, v_, a_;
+  Index batch_ = 0;
+  Index position_ = 0;
+};
+
 /// Multi-head self-attention block (see the file comment). With AttentionKind::linear, one
 /// feature map (one Ω ∈ R^{m×d_head}) is shared by the heads of the block.
 template <RealScalar Scalar, FeatureMap Map>
@@ -52,10 +86,11 @@ class MultiHeadAttention {
                 "MultiHeadAttention: the feature map's scalar type must be the block's");
 
  public:
-  using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
-  using ConstRef = Eigen::Ref<const MatrixType>;  ///< how inputs are taken (no copy)
-  using Linearized = LinearAttention<Map>;        ///< the linear attention module
-  using Exact = SoftmaxAttention<Scalar>;         ///< the softmax attention module
+  using MatrixType = Matrix<Scalar>;                     ///< dense column-major matrix
+  using ConstRef = Eigen::Ref<const MatrixType>;         ///< how inputs are taken (no copy)
+  using Linearized = LinearAttention<Map>;               ///< the linear attention module
+  using Exact = SoftmaxAttention<Scalar>;                ///< the softmax attention module
+  using DecodingState = AttentionDecodingState<Scalar>;  ///< the state of reset and step
 
   /// Linear attention over a copy of `map` (input_dim() = d_model / options.num_heads), with
   /// model width `d_model`; queries and keys share one projection if `tied_qk`. Projections
@@ -108,6 +143,16 @@ class MultiHeadAttention {
   Index num_heads() const noexcept { return exact_.num_heads(); }
   /// Width of a head, d / H.
   Index head_dim() const noexcept { return model_dim() / num_heads(); }
+  /// Whether the attention is causal (AttentionOptions::causal): only then can it decode.
+  bool causal() const noexcept { return exact_.options().causal; }
+
+  /// Rotates queries and keys by their position from now on (rotary positions with this base,
+  /// nn/positions.hpp). Throws invalid_argument for an odd head_dim() or a base that is not
+  /// finite and above 1.
+  void set_rotary(double base) { rotary_ = RotaryPositions<Scalar>(head_dim(), base); }
+  /// The rotary positions (enabled() is false without them).
+  const RotaryPositions<Scalar>& rotary() const noexcept { return rotary_; }
+
   /// The factor s the attention applies to queries and keys (d_head^{-1/4} by default).
   Scalar input_scale() const {
     return static_cast<Scalar>(detail::attention_input_scale(
@@ -173,6 +218,10 @@ class MultiHeadAttention {
     w_q_.forward(X, q_);
     if (!tied_) w_k_.forward(X, k_);
     w_v_.forward(X, v_);
+    if (rotary_.enabled()) {
+      rotary_.rotate(q_, mask.rows());
+      if (!tied_) rotary_.rotate(k_, mask.rows());
+    }
     if (kind_ == AttentionKind::linear)
       linear_->forward(q_, keys(), v_, mask, a_, linear_ws_);
     else
@@ -194,8 +243,13 @@ class MultiHeadAttention {
       exact_.backward(q_, keys(), v_, mask, a_, da_, grads_, exact_ws_);
     if (tied_) {
       grads_.dQ += grads_.dK;
+      if (rotary_.enabled()) rotary_.rotate_back(grads_.dQ, mask.rows());
       w_q_.backward(X, grads_.dQ, dX);
     } else {
+      if (rotary_.enabled()) {
+        rotary_.rotate_back(grads_.dQ, mask.rows());
+        rotary_.rotate_back(grads_.dK, mask.rows());
+      }
       w_q_.backward(X, grads_.dQ, dX);
       w_k_.backward_add(X, grads_.dK, dX);
     }
@@ -209,10 +263,62 @@ class MultiHeadAttention {
     return grads_.dOmega.empty() ? empty : grads_.dOmega[0];
   }
 
-  /// The keys K of the last forward (n × d, unscaled; the queries when tied).
+  /// The keys K of the last forward (n × d, unscaled; rotated with rotary positions; the
+  /// queries when tied).
   const MatrixType& keys() const noexcept { return tied_ ? q_ : k_; }
-  /// The queries Q of the last forward (n × d, unscaled).
+  /// The queries Q of the last forward (n × d, unscaled; rotated with rotary positions).
   const MatrixType& queries() const noexcept { return q_; }
+
+  /// Starts decoding `batch` sequences (causal attention only): empty recurrent state. Throws
+  /// invalid_argument for a non-causal attention or batch < 1.
+  void reset(DecodingState& state, Index batch) const {
+    const char* where = "coulomb::nn::MultiHeadAttention::reset";
+    if (!causal())
+      detail::throw_invalid(where,
+                            "the attention is not causal (AttentionOptions::causal), so "
+                            "it cannot decode one token at a time");
+    if (!(batch >= 1))
+      detail::throw_invalid(where,
+                            "argument 'batch' must be at least 1, got " + std::to_string(batch));
+    if (kind_ == AttentionKind::linear)
+      linear_->reset(state.linear_, batch);
+    else
+      exact_.reset(state.softmax_, batch);
+    state.batch_ = batch;
+    state.position_ = 0;
+  }
+
+  /// One decoding step: X (B × d) holds the block's input at the next position of every
+  /// sequence; Y (resized to B × d) receives the block's output there, which equals the causal
+  /// forward's row at that position up to rounding. valid (nullptr, or B entries) marks padding
+  /// (false): its state is unchanged and its attention output zero, as in the forward. Throws
+  /// invalid_argument without reset, or for X of another shape.
+  void step(const ConstRef& X, const Eigen::Array<bool, Eigen::Dynamic, 1>* valid,
+            DecodingState& state, MatrixType& Y) const {
+    const char* where = "coulomb::nn::MultiHeadAttention::step";
+    if (!(state.batch_ >= 1))
+      detail::throw_invalid(where, "argument 'state' was not reset (call reset(state, batch))");
+    detail::require_shape(X, state.batch_, model_dim(), where, "X");
+    w_q_.forward(X, state.q_);
+    if (!tied_) w_k_.forward(X, state.k_);
+    w_v_.forward(X, state.v_);
+    rotary_.rotate_at(state.q_, state.position_);
+    if (!tied_) rotary_.rotate_at(state.k_, state.position_);
+    const MatrixType& k = tied_ ? state.q_ : state.k_;
+    if (kind_ == AttentionKind::linear) {
+      if (valid)
+        linear_->step(state.q_, k, state.v_, *valid, state.a_, state.linear_);
+      else
+        linear_->step(state.q_, k, state.v_, state.a_, state.linear_);
+    } else {
+      if (valid)
+        exact_.step(state.q_, k, state.v_, *valid, state.a_, state.softmax_);
+      else
+        exact_.step(state.q_, k, state.v_, state.a_, state.softmax_);
+    }
+    w_o_.forward(state.a_, Y);
+    ++state.position_;
+  }
 
   /// Sets the gradients of the projections to zero.
   void zero_grad() {
@@ -276,6 +382,7 @@ class MultiHeadAttention {
   typename Linearized::Workspace linear_ws_;
   typename Exact::Workspace exact_ws_;
   AttentionGradients<Scalar> grads_;
+  RotaryPositions<Scalar> rotary_;  // disabled unless set_rotary
   MatrixType q_, k_, v_, a_, da_;
 };
 

@@ -9,7 +9,8 @@
 ///   x ← x + Dropout(W₂ GELU(W₁ LN₂(x) + b₁) + b₂),  W₁ ∈ R^{d×d_ff}, W₂ ∈ R^{d_ff×d}.
 /// The backward runs the same steps in reverse on the gradient of the stream, also in place:
 /// the identity path of each residual carries the gradient through unchanged, and the branch
-/// adds its input gradient.
+/// adds its input gradient. With causal attention, step() runs the same layer on one token of
+/// each sequence at a time (decoding), every part but the attention acting on that token alone.
 #pragma once
 
 #include <functional>
@@ -34,7 +35,25 @@ struct EncoderLayerOptions {
   double dropout = 0.1;          ///< rate after the attention and feed-forward branches
   double layer_norm_eps = 1e-5;  ///< ε of both layer norms
   bool tied_qk = false;          ///< one projection for queries and keys
-  AttentionOptions attention{};  ///< num_heads, threads, ... of the attention
+  bool rotary = false;           ///< rotate queries and keys by their position (nn/positions.hpp)
+  double rotary_base = 10000.0;  ///< base of the rotary frequencies θ_i = base^{−2i/d_head}
+  AttentionOptions attention{};  ///< num_heads, causal, threads, ... of the attention
+};
+
+/// The decoding state of one EncoderLayer (EncoderLayer::step): its attention's recurrent state
+/// and the step's buffers.
+template <RealScalar Scalar>
+class EncoderLayerDecodingState {
+ public:
+  /// The attention's state (its size: AttentionDecodingState::num_scalars).
+  const AttentionDecodingState<Scalar>& attention() const noexcept { return attention_; }
+
+ private:
+  template <RealScalar S, FeatureMap M>
+  friend class EncoderLayer;
+
+  AttentionDecodingState<Scalar> attention_;
+  Matrix<Scalar> h1_, h2_, f1_, g_, branch_;
 };
 
 /// One pre-norm encoder layer (see the file comment).
@@ -45,7 +64,8 @@ class EncoderLayer {
   using ConstRef = Eigen::Ref<const MatrixType>;      ///< how inputs are taken (no copy)
   using Attention = MultiHeadAttention<Scalar, Map>;  ///< the attention block
 
-  /// A layer with linear attention over a copy of `map`.
+  /// A layer with linear attention over a copy of `map`. Throws invalid_argument for options
+  /// that do not fit (for example rotary positions with an odd d_head).
   EncoderLayer(const EncoderLayerOptions& options, const Map& map)
       : norm1_(options.d_model, options.layer_norm_eps),
         attention_(options.d_model, map, options.attention, options.tied_qk),
@@ -53,7 +73,9 @@ class EncoderLayer {
         norm2_(options.d_model, options.layer_norm_eps),
         ffn1_(options.d_model, options.d_ff),
         ffn2_(options.d_ff, options.d_model),
-        dropout2_(options.dropout) {}
+        dropout2_(options.dropout) {
+    if (options.rotary) attention_.set_rotary(options.rotary_base);
+  }
 
   /// A layer with linear attention over `map`, borrowed: the layer uses that very map, which
   /// must outlive it (EncoderStack owns the maps of its layers).
@@ -64,7 +86,9 @@ class EncoderLayer {
         norm2_(options.d_model, options.layer_norm_eps),
         ffn1_(options.d_model, options.d_ff),
         ffn2_(options.d_ff, options.d_model),
-        dropout2_(options.dropout) {}
+        dropout2_(options.dropout) {
+    if (options.rotary) attention_.set_rotary(options.rotary_base);
+  }
 
   /// A layer with exact softmax attention.
   explicit EncoderLayer(const EncoderLayerOptions& options)
@@ -74,7 +98,9 @@ class EncoderLayer {
         norm2_(options.d_model, options.layer_norm_eps),
         ffn1_(options.d_model, options.d_ff),
         ffn2_(options.d_ff, options.d_model),
-        dropout2_(options.dropout) {}
+        dropout2_(options.dropout) {
+    if (options.rotary) attention_.set_rotary(options.rotary_base);
+  }
 
   /// Norms to γ = 1, β = 0; attention projections, then W₁, then W₂ Xavier-uniform from
   /// `rng`; zero biases.
@@ -118,6 +144,28 @@ class EncoderLayer {
     attention_.backward(h1_, mask, dbranch_, dh_);
     norm1_.backward(dh_, dnorm_);
     dx += dnorm_;
+  }
+
+  /// Starts decoding `batch` sequences (causal attention only; MultiHeadAttention::reset).
+  void reset(EncoderLayerDecodingState<Scalar>& state, Index batch) const {
+    attention_.reset(state.attention_, batch);
+  }
+
+  /// One decoding step, x (B × d) ← layer(x) in place for the next token of every sequence,
+  /// equal to the causal forward's rows at that position up to rounding (no dropout). valid
+  /// (nullptr or B entries) marks padding tokens, which leave the attention's state unchanged.
+  /// It uses the layer norms' and GELU's forward, so it replaces what a pending backward needs:
+  /// run a new forward before the next backward.
+  void step(MatrixType& x, const Eigen::Array<bool, Eigen::Dynamic, 1>* valid,
+            EncoderLayerDecodingState<Scalar>& state) {
+    norm1_.forward(x, state.h1_);
+    attention_.step(state.h1_, valid, state.attention_, state.branch_);
+    x += state.branch_;
+    norm2_.forward(x, state.h2_);
+    ffn1_.forward(state.h2_, state.f1_);
+    gelu_.forward(state.f1_, state.g_);
+    ffn2_.forward(state.g_, state.branch_);
+    x += state.branch_;
   }
 
   /// Sets every parameter gradient to zero.

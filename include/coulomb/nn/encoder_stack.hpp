@@ -10,7 +10,8 @@
 /// constructed from std::ref). The parameter views of Ω (and of RFF phases) point into the maps
 /// (FeatureMapBase::omega_storage), so that an optimizer step, a restored snapshot or a loaded
 /// file changes the one copy of Ω that attention uses; forward then refreshes what the maps
-/// derive from Ω (their overflow bounds, an O(m·d) pass per map).
+/// derive from Ω (their overflow bounds, an O(m·d) pass per map). With causal attention the
+/// stack also decodes one token at a time (reset, step; nn/encoder.hpp).
 #pragma once
 
 #include <concepts>
@@ -165,6 +166,29 @@ class EncoderStack {
       if (omega_gradient_)
         omega_grad_[static_cast<std::size_t>(map_index(i))] += l.attention().last_omega_gradient();
     }
+  }
+
+  /// Starts decoding `batch` sequences in every layer (causal attention only): `states`
+  /// resized to num_layers() and emptied, after the maps re-derived their overflow bounds from
+  /// Ω. Throws invalid_argument for a non-causal attention or batch < 1.
+  void reset(std::vector<EncoderLayerDecodingState<Scalar>>& states, Index batch) {
+    for (Map& map : maps_) map.particles_written();
+    states.resize(static_cast<std::size_t>(num_layers()));
+    for (Index i = 0; i < num_layers(); ++i)
+      layer(i).reset(states[static_cast<std::size_t>(i)], batch);
+  }
+
+  /// One decoding step through every layer, x (B × d) in place (EncoderLayer::step). Throws
+  /// invalid_argument unless `states` came from reset.
+  void step(MatrixType& x, const Eigen::Array<bool, Eigen::Dynamic, 1>* valid,
+            std::vector<EncoderLayerDecodingState<Scalar>>& states) {
+    if (!(static_cast<Index>(states.size()) == num_layers()))
+      detail::throw_invalid("coulomb::nn::EncoderStack::step",
+                            "argument 'states' has " + std::to_string(states.size()) +
+                                " layers, expected " + std::to_string(num_layers()) +
+                                " (call reset first)");
+    for (Index i = 0; i < num_layers(); ++i)
+      layer(i).step(x, valid, states[static_cast<std::size_t>(i)]);
   }
 
   /// Sets every gradient (Ω's included) to zero.

@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: MIT
+/// @file nn/sequence_batch.hpp
+/// @brief Padded mini-batches of a generated sequence task (data::TokenSequenceDataset: ListOps,
+/// MQAR) for the SequenceModel: ids and mask in the layout of text/batching.hpp, the sequence
+/// labels, and the rows of the tokens that have a target with their targets. Documented in
+/// docs/model.md ("The sequence model").
+///
+/// A batch of B sequences padded to length L holds ids and mask as L × B arrays (column b is
+/// sequence b); the model's row b·L + t is position t of sequence b. A per-token task predicts
+/// only some tokens (MQAR: the query positions), so the batch lists those rows and their targets,
+/// which SequenceModel::forward_rows and the cross-entropy take as they are:
+///   model.forward_rows(batch.ids, batch.mask, batch.rows, logits, true, rng);
+///   loss = nn::softmax_cross_entropy(logits, batch.targets, dlogits);
+/// With TokenTargets::next_token every real token but the last of its sequence has the next
+/// token as its target (language modelling of raw sequences).
+#pragma once
+
+#include <algorithm>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../attention/layout.hpp"
+#include "../core/check.hpp"
+#include "../core/config.hpp"
+#include "../core/tokens.hpp"
+#include "../data/token_sequences.hpp"
+
+namespace coulomb::nn {
+
+/// Which tokens of a batch have targets.
+enum class TokenTargets {
+  dataset,    ///< the dataset's per-token targets (none for a dataset without them)
+  next_token  ///< the next token of the sequence (a language model of the sequences)
+};
+
+/// One padded mini-batch of a TokenSequenceDataset.
+struct SequenceBatch {
+  TokenArray ids;              ///< L × B token ids; 0 at padding
+  PaddingMask mask;            ///< L × B; true where ids holds a token
+  std::vector<int> labels;     ///< B sequence labels (−1 when the task has none)
+  std::vector<Index> rows;     ///< rows b·L + t of the tokens with a target, in that order
+  std::vector<int> targets;    ///< the target of each of rows
+  std::vector<Index> indices;  ///< B positions of the sequences in the dataset
+  std::vector<Index> lengths;  ///< B sequence lengths
+
+  /// Padded length L.
+  Index length() const noexcept { return ids.rows(); }
+  /// Number of sequences B.
+  Index size() const noexcept { return ids.cols(); }
+};
+
+/// Fills `out` with the sequences `indices` of `data`, padded (id 0) to the longest of them or
+/// to `pad_to` when it is positive, with the targets chosen by `targets`. Reuses out's storage.
+/// Throws invalid_argument for an empty `indices`, an index outside the dataset, or a sequence
+/// longer than a positive `pad_to`.
+inline void make_sequence_batch(const data::TokenSequenceDataset& data,
+                                std::span<const Index> indices, SequenceBatch& out,
+                                Index pad_to = 0, TokenTargets targets = TokenTargets::dataset) {
+  const char* where = "coulomb::nn::make_sequence_batch";
+  if (indices.empty()) detail::throw_invalid(where, "argument 'indices' is empty");
+  if (!(pad_to >= 0))
+    detail::throw_invalid(where, "argument 'pad_to' must be >= 0, got " + std::to_string(pad_to));
+  Index longest = 0;
+  for (const Index i : indices) {
+    if (!(i >= 0 && i < data.size()))
+      detail::throw_invalid(where, "argument 'indices' holds " + std::to_string(i) +
+                                       ", outside [0, " + std::to_string(data.size()) + ")");
+    longest = std::max(longest, data.length(i));
+  }
+  if (pad_to > 0 && longest > pad_to)
+    detail::throw_invalid(where, "a sequence has " + std::to_string(longest) +
+                                     " tokens, more than pad_to = " + std::to_string(pad_to));
+  const Index L = pad_to > 0 ? pad_to : std::max<Index>(longest, 1);
+  const auto B = static_cast<Index>(indices.size());
+  out.ids.setZero(L, B);
+  out.mask.setConstant(L, B, false);
+  out.labels.resize(static_cast<std::size_t>(B));
+  out.indices.assign(indices.begin(), indices.end());
+  out.lengths.resize(static_cast<std::size_t>(B));
+  out.rows.clear();
+  out.targets.clear();
+  const bool from_data = targets == TokenTargets::dataset && data.has_targets();
+  for (Index b = 0; b < B; ++b) {
+    const Index i = indices[static_cast<std::size_t>(b)];
+    const auto seq = data.sequence(i);
+    const auto tgt = data.sequence_targets(i);
+    const auto n = static_cast<Index>(seq.size());
+    for (Index t = 0; t < n; ++t) {
+      const auto st = static_cast<std::size_t>(t);
+      out.ids(t, b) = seq[st];
+      out.mask(t, b) = true;
+      const TokenId y = from_data                                          ? tgt[st]
+                        : targets == TokenTargets::next_token && t + 1 < n ? seq[st + 1]
+                                                                           : data::no_target;
+      if (y != data::no_target) {
+        out.rows.push_back(b * L + t);
+        out.targets.push_back(static_cast<int>(y));
+      }
+    }
+    out.labels[static_cast<std::size_t>(b)] = data.labels[static_cast<std::size_t>(i)];
+    out.lengths[static_cast<std::size_t>(b)] = n;
+  }
+}
+
+}  // namespace coulomb::nn
