@@ -1,0 +1,471 @@
+// SPDX-License-Identifier: MIT
+// sequence_tasks: trains the sequence model (nn/sequence_model.hpp) on the generated tasks of
+// issue 22 for one variant and one seed, and appends one row per task to <out>/runs.csv:
+//   - ListOps, reduced protocol (data/listops.hpp defaults: 10,000 / 1,000 / 1,000 sequences of
+//     100–500 tokens): the classification head (mean pooling), accuracy over the 10 values;
+//   - MQAR (data/mqar.hpp, one cell of Zoology's grid: --mqar-length, --mqar-pairs): the causal
+//     language-model head, trained and scored at the query positions only.
+// Each task trains with AdamW (warm-up, cosine decay, gradient clipping), keeps the parameters
+// of the epoch with the best development accuracy, and reports the test accuracy there. A
+// restart with the same --out skips the (task, cell, variant, seed) rows already in runs.csv,
+// so a grid driven by a script resumes. Only the vanilla kernel (Ω drawn once and frozen) exists
+// for these tasks until Phase A is defined for them (issue 22, item 4).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <iostream>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <coulomb/core/random.hpp>
+#include <coulomb/data/listops.hpp>
+#include <coulomb/data/mqar.hpp>
+#include <coulomb/features/registry.hpp>
+#include <coulomb/nn/loss.hpp>
+#include <coulomb/nn/sequence_batch.hpp>
+#include <coulomb/nn/sequence_model.hpp>
+#include <coulomb/train/adamw.hpp>
+#include <coulomb/train/gradients.hpp>
+#include <coulomb/train/parameter_snapshot.hpp>
+#include <coulomb/train/schedule.hpp>
+
+#include "common/cli.hpp"
+#include "common/paper_stats.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace nn = coulomb::nn;
+namespace paper = coulomb_examples::paper;
+using coulomb::Index;
+using Matrix = coulomb::Matrix<float>;
+
+/// What the command line sets.
+struct Options {
+  std::vector<std::string> tasks{"listops", "mqar"};
+  std::string attention = "linear";  // linear | softmax
+  std::string feature_map = "favor";
+  std::string kernel = "vanilla";
+  Index features = 64;
+  std::uint64_t seed = 1;
+  std::uint64_t data_seed = 1;
+  Index epochs = 10;
+  Index max_steps = 0;  // 0: epochs × batches
+  Index batch_size = 32;
+  double learning_rate = 1e-3;
+  double warmup_fraction = 0.05;
+  double weight_decay = 0.01;
+  double clip_norm = 1.0;
+  Index d_model = 64, num_heads = 2, d_ff = 128, num_layers = 2;
+  double dropout = 0.1;
+  std::string positions = "rotary";
+  int threads = 1;
+  Index listops_train = 10'000, listops_dev = 1'000, listops_test = 1'000;
+  Index listops_min_length = 100, listops_max_length = 500;
+  Index mqar_length = 64, mqar_pairs = 4, mqar_vocabulary = 8'192;
+  Index mqar_train = 20'000, mqar_dev = 1'000, mqar_test = 3'000;
+};
+
+/// One generated task with the model head it needs.
+struct Task {
+  std::string name, cell;
+  coulomb::data::SequenceSplits splits;
+  nn::SequenceHead head = nn::SequenceHead::classification;
+  Index num_outputs = 2;
+  Index vocabulary = 0;
+  Index max_length = 0;
+};
+
+/// What one training run gives.
+struct RunResult {
+  double test_accuracy = 0, dev_accuracy = 0;
+  Index best_epoch = 0, epochs = 0, steps = 0, parameters = 0;
+  double train_seconds = 0, tokens_per_second = 0, eval_seconds = 0;
+};
+
+const std::vector<std::string> key_names{"task",   "cell",     "attention", "feature_map",
+                                         "kernel", "features", "seed"};
+const std::vector<std::string> value_names{"test_accuracy", "dev_accuracy", "best_epoch",
+                                           "epochs",        "steps",        "parameters",
+                                           "train_s",       "tokens_per_s", "eval_s"};
+
+/// The cell of a task (its size parameters), a key of runs.csv.
+std::string cell_of(const std::string& name, const Options& o) {
+  if (name == "listops")
+    return "len" + std::to_string(o.listops_min_length) + "-" +
+           std::to_string(o.listops_max_length);
+  return "L" + std::to_string(o.mqar_length) + "-P" + std::to_string(o.mqar_pairs) + "-V" +
+         std::to_string(o.mqar_vocabulary);
+}
+
+Task make_task(const std::string& name, const Options& o) {
+  Task t;
+  t.name = name;
+  t.cell = cell_of(name, o);
+  if (name == "listops") {
+    coulomb::data::ListOpsOptions lo;
+    lo.num_train = o.listops_train;
+    lo.num_dev = o.listops_dev;
+    lo.num_test = o.listops_test;
+    lo.min_length = o.listops_min_length;
+    lo.max_length = o.listops_max_length;
+    t.splits = coulomb::data::generate_listops(lo, o.data_seed);
+    t.head = nn::SequenceHead::classification;
+    t.num_outputs = t.splits.train.num_classes;
+  } else {
+    coulomb::data::MqarOptions mo =
+        coulomb::data::MqarOptions::zoology(o.mqar_length, o.mqar_pairs);
+    mo.vocabulary_size = o.mqar_vocabulary;
+    mo.num_train = o.mqar_train;
+    mo.num_dev = o.mqar_dev;
+    mo.num_test = o.mqar_test;
+    t.splits = coulomb::data::generate_mqar(mo, o.data_seed);
+    t.head = nn::SequenceHead::causal_lm;
+    t.num_outputs = 0;  // the vocabulary: the answers are tokens
+  }
+  t.vocabulary = t.splits.train.vocabulary_size;
+  t.max_length = std::max(
+      {t.splits.train.max_length(), t.splits.dev.max_length(), t.splits.test.max_length()});
+  return t;
+}
+
+nn::SequenceModelConfig model_config(const Options& o, const Task& t) {
+  nn::SequenceModelConfig c;
+  c.vocab_size = t.vocabulary;
+  c.max_length = t.max_length;
+  c.d_model = o.d_model;
+  c.num_heads = o.num_heads;
+  c.d_ff = o.d_ff;
+  c.num_layers = o.num_layers;
+  c.head = t.head;
+  c.num_outputs = t.num_outputs;
+  c.positions = o.positions == "learned"      ? nn::PositionKind::learned
+                : o.positions == "sinusoidal" ? nn::PositionKind::sinusoidal
+                                              : nn::PositionKind::rotary;
+  c.dropout = o.dropout;
+  c.attention = o.attention == "softmax" ? nn::AttentionKind::softmax : nn::AttentionKind::linear;
+  c.num_features = o.features;
+  c.num_threads = o.threads;
+  return c;
+}
+
+/// Logits of a batch: per sequence (classification) or at the rows with a target.
+template <typename Model>
+void batch_logits(Model& model, const nn::SequenceBatch& batch, Matrix& logits, bool training,
+                  coulomb::Rng& rng) {
+  if (model.config().head == nn::SequenceHead::classification)
+    model.forward(batch.ids, batch.mask, logits, training, rng);
+  else
+    model.forward_rows(batch.ids, batch.mask, batch.rows, logits, training, rng);
+}
+
+/// The targets of the logits of batch_logits.
+std::span<const int> batch_targets(nn::SequenceHead head, const nn::SequenceBatch& batch) {
+  return head == nn::SequenceHead::classification ? std::span<const int>(batch.labels)
+                                                  : std::span<const int>(batch.targets);
+}
+
+/// Accuracy on a split: per sequence (classification) or per query position (MQAR).
+template <typename Model>
+double accuracy(Model& model, const coulomb::data::TokenSequenceDataset& split, Index batch_size) {
+  nn::SequenceBatch batch;
+  Matrix logits;
+  coulomb::Rng unused(0);
+  double correct = 0, total = 0;
+  std::vector<Index> idx;
+  for (Index first = 0; first < split.size(); first += batch_size) {
+    idx.resize(static_cast<std::size_t>(std::min(batch_size, split.size() - first)));
+    std::iota(idx.begin(), idx.end(), first);
+    nn::make_sequence_batch(split, idx, batch);
+    batch_logits(model, batch, logits, false, unused);
+    const auto y = batch_targets(model.config().head, batch);
+    for (Index r = 0; r < logits.rows(); ++r) {
+      Index best = 0;
+      logits.row(r).maxCoeff(&best);
+      correct += best == y[static_cast<std::size_t>(r)] ? 1 : 0;
+      total += 1;
+    }
+  }
+  return total > 0 ? correct / total : 0.0;
+}
+
+template <typename Map>
+RunResult train_task(const Options& o, const Task& task, const coulomb_examples::CommandLine& cli) {
+  using Clock = std::chrono::steady_clock;
+  nn::SequenceModel<Map> model(model_config(o, task), o.seed);
+  auto params = model.parameters();
+  RunResult result;
+  result.parameters = model.num_parameters();
+  const auto& train = task.splits.train;
+  const Index batches = (train.size() + o.batch_size - 1) / o.batch_size;
+  const Index total =
+      o.max_steps > 0 ? std::min(o.max_steps, o.epochs * batches) : o.epochs * batches;
+  const auto warmup =
+      static_cast<Index>(std::lround(o.warmup_fraction * static_cast<double>(total)));
+  const auto schedule = coulomb::train::LearningRateSchedule::warmup_cosine(
+      o.learning_rate, std::min(warmup, total), std::max<Index>(total, 1));
+  schedule.validate();
+  coulomb::train::AdamWOptions adam;
+  adam.weight_decay = o.weight_decay;
+  coulomb::train::AdamW<float> optimizer(adam);
+  coulomb::train::ParameterSnapshot<float> best;
+  coulomb::train::ProgressOptions po;
+  po.label = task.name + " " + task.cell;
+  po.unit = "tokens";
+  const auto progress = cli.make_progress(total, po);
+
+  coulomb::Rng dropout_rng = coulomb::Rng(o.seed).split(1);
+  std::vector<Index> order(static_cast<std::size_t>(train.size()));
+  nn::SequenceBatch batch;
+  Matrix logits, dlogits;
+  Index step = 0;
+  double tokens = 0, train_seconds = 0, eval_seconds = 0;
+  result.dev_accuracy = -1;
+  for (Index epoch = 0; epoch < o.epochs && step < total; ++epoch) {
+    std::iota(order.begin(), order.end(), Index(0));
+    coulomb::Rng shuffle_rng =
+        coulomb::Rng(o.seed).split(2).split(static_cast<std::uint64_t>(epoch));
+    coulomb::shuffle(std::span<Index>(order), shuffle_rng);
+    const auto start = Clock::now();
+    for (Index first = 0; first < train.size() && step < total; first += o.batch_size) {
+      const auto count = std::min(o.batch_size, train.size() - first);
+      const std::span<const Index> idx(order.data() + first, static_cast<std::size_t>(count));
+      nn::make_sequence_batch(train, idx, batch);
+      batch_logits(model, batch, logits, true, dropout_rng);
+      const double loss =
+          nn::softmax_cross_entropy(logits, batch_targets(task.head, batch), dlogits);
+      model.zero_grad();
+      model.backward(dlogits);
+      coulomb::train::clip_gradient_norm(params, o.clip_norm);
+      const double lr = schedule(step);
+      optimizer.step(params, lr);
+      ++step;
+      tokens += static_cast<double>(batch.length() * batch.size());
+      if (progress) progress->update(step, tokens, {{"loss", loss}, {"lr", lr}});
+    }
+    train_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    const auto eval_start = Clock::now();
+    const double dev = accuracy(model, task.splits.dev, 64);
+    eval_seconds += std::chrono::duration<double>(Clock::now() - eval_start).count();
+    if (dev > result.dev_accuracy) {
+      result.dev_accuracy = dev;
+      result.best_epoch = epoch + 1;
+      best.capture(params);
+    }
+    result.epochs = epoch + 1;
+    if (progress) {
+      std::ostringstream line;
+      line << "epoch " << epoch + 1 << ": dev accuracy " << 100 * dev << " % (best "
+           << 100 * result.dev_accuracy << " % at epoch " << result.best_epoch << ")";
+      progress->message(line.str());
+    }
+  }
+  if (progress) progress->finish();
+  best.restore(params);
+  const auto eval_start = Clock::now();
+  result.test_accuracy = accuracy(model, task.splits.test, 64);
+  eval_seconds += std::chrono::duration<double>(Clock::now() - eval_start).count();
+  result.steps = step;
+  result.train_seconds = train_seconds;
+  result.eval_seconds = eval_seconds;
+  result.tokens_per_second = train_seconds > 0 ? tokens / train_seconds : 0.0;
+  return result;
+}
+
+RunResult run(const Options& o, const Task& task, const coulomb_examples::CommandLine& cli) {
+  if (o.attention == "softmax") return train_task<coulomb::FavorPlus<float>>(o, task, cli);
+  return coulomb::dispatch_feature_map<float>(o.feature_map, [&](auto tag) {
+    return train_task<typename decltype(tag)::type>(o, task, cli);
+  });
+}
+
+std::vector<std::string> feature_map_keys() {
+  return {coulomb::feature_map_names.begin(), coulomb::feature_map_names.end()};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  coulomb_examples::CommandLine cli(
+      "sequence_tasks",
+      "Trains the sequence model on ListOps (reduced protocol, classification) and MQAR (one cell "
+      "of Zoology's grid, causal language model scored at the query positions) for one variant "
+      "and seed, and appends one row per task to <out>/runs.csv (a restart skips the rows "
+      "already there): test accuracy at the epoch of the best development accuracy, training "
+      "time and tokens per second.");
+  Options o;
+  fs::path out = "sequence_tasks_out";
+  auto& app = cli.app();
+  app.add_option("--task", o.tasks, "Tasks to train, in order")
+      ->check(CLI::IsMember({"listops", "mqar"}))
+      ->capture_default_str();
+  app.add_option("--attention", o.attention, "Attention: linear (a feature map) or softmax")
+      ->check(CLI::IsMember({"linear", "softmax"}))
+      ->capture_default_str();
+  app.add_option("--map", o.feature_map, "Feature map of linear attention")
+      ->check(CLI::IsMember(feature_map_keys()))
+      ->capture_default_str();
+  app.add_option("--kernel", o.kernel,
+                 "Kernel: vanilla (Ω drawn once from the seed and frozen); learned kernels need "
+                 "Phase A for these tasks (issue 22, item 4)")
+      ->check(CLI::IsMember({"vanilla"}))
+      ->capture_default_str();
+  app.add_option("--features", o.features, "Feature budget m (particles per feature map)")
+      ->check(coulomb_examples::integer_in(1, 4096))
+      ->capture_default_str();
+  cli.add_seed(o.seed, "Seed of the model, its Ω, dropout and the batch order");
+  app.add_option("--data-seed", o.data_seed, "Seed of the generated splits")->capture_default_str();
+  app.add_option("--epochs", o.epochs, "Epochs (the best by development accuracy is kept)")
+      ->check(coulomb_examples::integer_in(1, 10'000))
+      ->capture_default_str();
+  app.add_option("--max-steps", o.max_steps, "Stop after this many steps (0: all epochs)")
+      ->check(coulomb_examples::integer_in(0, 100'000'000))
+      ->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "Sequences per step")
+      ->check(coulomb_examples::integer_in(1, 4096))
+      ->capture_default_str();
+  app.add_option("--lr", o.learning_rate, "Peak learning rate of AdamW")
+      ->check(coulomb_examples::positive_number())
+      ->capture_default_str();
+  app.add_option("--warmup", o.warmup_fraction, "Warm-up, as a fraction of the steps")
+      ->check(coulomb_examples::number_in(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--weight-decay", o.weight_decay, "Decoupled weight decay of AdamW")
+      ->check(coulomb_examples::non_negative_number())
+      ->capture_default_str();
+  app.add_option("--clip", o.clip_norm, "Largest global gradient norm")
+      ->check(coulomb_examples::positive_number())
+      ->capture_default_str();
+  app.add_option("--d-model", o.d_model, "Model width d")
+      ->check(coulomb_examples::integer_in(2, 4096))
+      ->capture_default_str();
+  app.add_option("--heads", o.num_heads, "Attention heads")
+      ->check(coulomb_examples::integer_in(1, 256))
+      ->capture_default_str();
+  app.add_option("--d-ff", o.d_ff, "Feed-forward width")
+      ->check(coulomb_examples::integer_in(1, 65'536))
+      ->capture_default_str();
+  app.add_option("--layers", o.num_layers, "Encoder layers")
+      ->check(coulomb_examples::integer_in(1, 64))
+      ->capture_default_str();
+  app.add_option("--dropout", o.dropout, "Dropout rate")
+      ->check(coulomb_examples::number_in(0.0, 0.99))
+      ->capture_default_str();
+  app.add_option("--positions", o.positions, "Positions: rotary, sinusoidal or learned")
+      ->check(CLI::IsMember({"rotary", "sinusoidal", "learned"}))
+      ->capture_default_str();
+  cli.add_threads(o.threads, "Threads of the attention and the affine layers");
+  app.add_option("--listops-train", o.listops_train, "ListOps training sequences")
+      ->check(coulomb_examples::integer_in(1, 1'000'000))
+      ->capture_default_str();
+  app.add_option("--listops-dev", o.listops_dev, "ListOps development sequences")
+      ->check(coulomb_examples::integer_in(1, 1'000'000))
+      ->capture_default_str();
+  app.add_option("--listops-test", o.listops_test, "ListOps test sequences")
+      ->check(coulomb_examples::integer_in(1, 1'000'000))
+      ->capture_default_str();
+  app.add_option("--listops-min-length", o.listops_min_length, "Shortest ListOps expression")
+      ->check(coulomb_examples::integer_in(1, 100'000))
+      ->capture_default_str();
+  app.add_option("--listops-max-length", o.listops_max_length, "Longest ListOps expression")
+      ->check(coulomb_examples::integer_in(1, 100'000))
+      ->capture_default_str();
+  app.add_option("--mqar-length", o.mqar_length, "MQAR sequence length L")
+      ->check(coulomb_examples::integer_in(4, 100'000))
+      ->capture_default_str();
+  app.add_option("--mqar-pairs", o.mqar_pairs, "MQAR key-value pairs P")
+      ->check(coulomb_examples::integer_in(1, 10'000))
+      ->capture_default_str();
+  app.add_option("--mqar-vocabulary", o.mqar_vocabulary, "MQAR vocabulary V")
+      ->check(coulomb_examples::integer_in(4, 1'000'000))
+      ->capture_default_str();
+  app.add_option("--mqar-train", o.mqar_train, "MQAR training sequences")
+      ->check(coulomb_examples::integer_in(1, 10'000'000))
+      ->capture_default_str();
+  app.add_option("--mqar-dev", o.mqar_dev, "MQAR development sequences")
+      ->check(coulomb_examples::integer_in(1, 1'000'000))
+      ->capture_default_str();
+  app.add_option("--mqar-test", o.mqar_test, "MQAR test sequences")
+      ->check(coulomb_examples::integer_in(1, 1'000'000))
+      ->capture_default_str();
+  cli.add_out(out);
+  cli.add_progress();
+  cli.add_quiet();
+  if (const auto status = cli.parse(argc, argv)) return *status;
+  if (const auto twice = coulomb_examples::repeated_entry(o.tasks))
+    return cli.reject("--task", "'" + *twice + "' is listed twice");
+  if (o.d_model % o.num_heads != 0)
+    return cli.reject("--heads", std::to_string(o.num_heads) + " does not divide --d-model " +
+                                     std::to_string(o.d_model));
+  if (o.positions == "rotary" && (o.d_model / o.num_heads) % 2 != 0)
+    return cli.reject("--positions",
+                      "rotary positions need an even head width, --d-model / "
+                      "--heads = " +
+                          std::to_string(o.d_model / o.num_heads));
+  if (o.listops_min_length > o.listops_max_length)
+    return cli.reject("--listops-min-length", "is larger than --listops-max-length");
+  if (4 * o.mqar_pairs > o.mqar_length)
+    return cli.reject("--mqar-pairs",
+                      "4 x pairs must be at most --mqar-length (the pairs and "
+                      "every key asked once, in two-token slots)");
+
+  coulomb_examples::OutputPlan plan;
+  plan.directory("--out", out);
+  plan.output("--out", out / "runs.csv");
+  if (const auto status = cli.check_paths(plan)) return *status;
+
+  try {
+    paper::RunTable table(key_names, value_names);
+    const std::string csv = (out / "runs.csv").string();
+    const std::size_t found = table.load(csv);
+    const std::string map = o.attention == "softmax" ? "none" : o.feature_map;
+    Index trained = 0;
+    for (const auto& name : o.tasks) {
+      const std::string cell = cell_of(name, o);
+      const std::vector<std::string> keys{
+          name,
+          cell,
+          o.attention,
+          map,
+          o.kernel,
+          o.attention == "softmax" ? "0" : std::to_string(o.features),
+          std::to_string(o.seed)};
+      if (table.contains(keys)) {
+        if (!cli.quiet())
+          std::cerr << "sequence_tasks: " << name << " " << cell << " is in " << csv << " already ("
+                    << found << " rows read); skipped\n";
+        continue;
+      }
+      if (!cli.quiet()) std::cerr << "sequence_tasks: generating " << name << " " << cell << "\n";
+      const Task task = make_task(name, o);
+      const RunResult r = run(o, task, cli);
+      paper::RunRow row;
+      row.keys = keys;
+      row.values = {r.test_accuracy,
+                    r.dev_accuracy,
+                    static_cast<double>(r.best_epoch),
+                    static_cast<double>(r.epochs),
+                    static_cast<double>(r.steps),
+                    static_cast<double>(r.parameters),
+                    r.train_seconds,
+                    r.tokens_per_second,
+                    r.eval_seconds};
+      table.append(csv, std::move(row));
+      ++trained;
+      if (!cli.quiet())
+        std::cerr << "sequence_tasks: " << name << " " << task.cell << ": test accuracy "
+                  << 100 * r.test_accuracy << " % (dev " << 100 * r.dev_accuracy << " % at epoch "
+                  << r.best_epoch << "), " << r.train_seconds << " s, " << r.tokens_per_second
+                  << " tokens/s\n";
+    }
+    if (!cli.quiet())
+      std::cerr << "sequence_tasks: " << trained << " run(s) appended to " << csv << "\n";
+    return cli.finish(0);
+  } catch (const std::exception& e) {
+    return cli.finish(cli.fail(e));
+  }
+}
