@@ -17,6 +17,9 @@
 //                  or after --iterations steps. Without repulsion: on the development splits
 //                  (--tune-betas) the Riesz term never helped;
 //   no_noise       learned without the Brownian term and the entropy drift (ablation);
+//   minibatch      learned with minibatches of n/4 (--minibatch): the same number of feature
+//                  evaluations as importance sampling's pool (steps × batch × D ≈ n × Nw at the
+//                  full batch's ~175 steps), the compute-matched comparison;
 //   repulsion      learned plus the Coulomb repulsion (Riesz s = d − 2 on the frequencies,
 //                  λ = 0.01 times the gradient balance at the start): the paper's full
 //                  Hamiltonian, the repulsion ablation read the other way round.
@@ -75,15 +78,19 @@ struct Setting {
 const std::vector<Setting> all_settings{
     {"clean", 10, 0.0}, {"flip10", 10, 0.1}, {"flip20", 10, 0.2}, {"d20", 20, 0.0}};
 
-const std::vector<std::string> methods{"plain", "importance", "learned", "no_noise", "repulsion"};
+const std::vector<std::string> methods{"plain",    "importance", "learned",
+                                       "no_noise", "repulsion",  "minibatch"};
 
 struct Config {
   Index n_train = 10000;
   Index n_test = 1000;
   Index pool = 20000;
   Index iterations = 1000;
-  Index batch = 0;  ///< 0: full batch (the learner's default)
+  Index batch = 0;      ///< 0: full batch (the learner's default)
+  Index minibatch = 0;  ///< the "minibatch" method's batch (0: n_train / 4)
   double step = coulomb::TiltedLangevinOptions{}.step;
+  std::string sampler = coulomb::TiltedLangevinOptions{}.metropolis ? "mala" : "ula";
+  Index jump_period = 5;        ///< steps between the mala sampler's independence jumps
   double lambda_rel = 0.0;      ///< the learner's repulsion (0: none, chosen on development data)
   double repulsion_rel = 0.01;  ///< the "repulsion" variant's
   int seeds = 5;
@@ -146,7 +153,8 @@ double evaluate(const Map& map, const Data& train, const Data& test,
 /// uncentred alignment + λ·Riesz, λ = lambda_rel times the gradient balance at the start;
 /// `noise` = false is the "no noise" ablation.
 Map learn(const Map& initial, const Data& train, const Config& cfg, bool noise, double lambda_rel,
-          std::uint64_t seed, Run& run, double beta = coulomb::TiltedLangevinOptions{}.beta) {
+          std::uint64_t seed, Run& run, double beta = coulomb::TiltedLangevinOptions{}.beta,
+          Index batch = -1) {
   const Index d = train.X.cols();
   coulomb::AlignmentEnergy<Map> alignment(initial, train.X, coulomb::binary_targets<Real>(train.y),
                                           {.centre = false, .learn_phases = true});
@@ -162,9 +170,11 @@ Map learn(const Map& initial, const Data& train, const Config& cfg, bool noise, 
                                     .step = cfg.step,
                                     .base_scale = 1.0,
                                     .phase_columns = 1,
-                                    .batch_size = cfg.batch,
+                                    .batch_size = batch >= 0 ? batch : cfg.batch,
                                     .seed = seed,
-                                    .noise = noise});
+                                    .noise = noise,
+                                    .metropolis = cfg.sampler == "mala",
+                                    .jump_period = cfg.sampler == "mala" ? cfg.jump_period : 0});
   coulomb::EnergyPlateau plateau;
   MatR theta = theta0;
   langevin.optimize(hamiltonian, theta, plateau);
@@ -224,13 +234,17 @@ std::vector<Run> run_job(const Config& cfg, const Setting& setting, int seed) {
     const char* name;
     bool noise;
     double lambda_rel;
-  } variants[3] = {{"learned", true, cfg.lambda_rel},
-                   {"no_noise", false, cfg.lambda_rel},
-                   {"repulsion", true, cfg.repulsion_rel}};
+    Index batch;
+  } variants[4] = {{"learned", true, cfg.lambda_rel, cfg.batch},
+                   {"no_noise", false, cfg.lambda_rel, cfg.batch},
+                   {"repulsion", true, cfg.repulsion_rel, cfg.batch},
+                   {"minibatch", true, cfg.lambda_rel,
+                    cfg.minibatch > 0 ? cfg.minibatch : std::max<Index>(1, cfg.n_train / 4)}};
   for (const auto& v : variants) {
     Run r = make_run(v.name);
     t0 = std::chrono::steady_clock::now();
-    const Map learned = learn(plain, train, cfg, v.noise, v.lambda_rel, base * 31 + 5, r);
+    const Map learned = learn(plain, train, cfg, v.noise, v.lambda_rel, base * 31 + 5, r,
+                              coulomb::TiltedLangevinOptions{}.beta, v.batch);
     const double learn_seconds = seconds_since(t0);
     r.seconds = plain_draw + learn_seconds + evaluate(learned, train, test, folds, r);
     runs.push_back(r);
@@ -375,7 +389,7 @@ void write_summary(const Config& cfg, const std::vector<Run>& runs, double wall,
     }
     md << "\n### Paired differences (method − learned; positive: learned is better), 95 % "
           "t-interval over seeds\n\n| setting | vs plain | vs importance | vs no_noise | vs "
-          "repulsion |\n|---|---|---|---|---|\n";
+          "repulsion | importance − minibatch |\n|---|---|---|---|---|---|\n";
     for (const Setting& s : cfg.settings) {
       md << "| " << s.name << " |";
       const std::vector<double> learned = values(s.name, "learned", field);
@@ -384,15 +398,19 @@ void write_summary(const Config& cfg, const std::vector<Run>& runs, double wall,
         md << " " << (p.mean >= 0 ? "+" : "") << fmt(p.mean) << " [" << fmt(p.lo) << ", "
            << fmt(p.hi) << "] |";
       }
-      md << "\n";
+      const ps::PairedDifference p = ps::paired_difference(values(s.name, "minibatch", field),
+                                                           values(s.name, "importance", field));
+      md << " " << (p.mean >= 0 ? "+" : "") << fmt(p.mean) << " [" << fmt(p.lo) << ", " << fmt(p.hi)
+         << "] |\n";
     }
     md << "\n";
   }
   md << "## Time per run (seconds, mean over seeds; the reference classifier's fit included)\n\n"
      << "| setting |";
   for (const auto& m : methods) md << " " << m << " |";
-  md << " learned: steps (runs stopped by the plateau) |\n|---|";
-  for (std::size_t i = 0; i <= methods.size(); ++i) md << "---:|";
+  md << " learned: steps (runs stopped by the plateau) | learned / importance | minibatch / "
+        "importance |\n|---|";
+  for (std::size_t i = 0; i <= methods.size() + 2; ++i) md << "---:|";
   md << "\n";
   for (const Setting& s : cfg.settings) {
     md << "| " << s.name << " |";
@@ -404,7 +422,20 @@ void write_summary(const Config& cfg, const std::vector<Run>& runs, double wall,
     double stopped = 0;
     for (double c : conv) stopped += c;
     md << " " << fmt(ps::summarize(steps).mean, 0) << " (" << fmt(stopped, 0) << "/" << conv.size()
-       << ") |\n";
+       << ") |";
+    // Per-seed time ratios (paired: the same data and machine load), their median.
+    const auto is_time = values(s.name, "importance", seconds);
+    for (const char* m : {"learned", "minibatch"}) {
+      const auto t = values(s.name, m, seconds);
+      std::vector<double> ratio;
+      for (std::size_t i = 0; i < t.size() && i < is_time.size(); ++i)
+        ratio.push_back(t[i] / is_time[i]);
+      std::sort(ratio.begin(), ratio.end());
+      const double median =
+          ratio.empty() ? 0.0 : 0.5 * (ratio[(ratio.size() - 1) / 2] + ratio[ratio.size() / 2]);
+      md << " " << fmt(median, 2) << " |";
+    }
+    md << "\n";
   }
   coulomb_examples::write_output("--out", (cfg.out / "summary.md").string(), md.str());
 }
@@ -504,6 +535,24 @@ int main(int argc, char** argv) try {
       .add_option("--lambda", cfg.lambda_rel,
                   "Repulsion of the learned method, relative to the gradient balance at the start")
       ->check(coulomb_examples::non_negative_number())
+      ->capture_default_str();
+  cli.app()
+      .add_option("--minibatch", cfg.minibatch,
+                  "Minibatch size of the \"minibatch\" method (0: a quarter of the training "
+                  "points)")
+      ->check(coulomb_examples::integer_in(0, 10000000))
+      ->capture_default_str();
+  cli.app()
+      .add_option("--sampler", cfg.sampler,
+                  "Sampler of the learner: ula (tamed unadjusted Langevin) or mala "
+                  "(Metropolis-adjusted steps with independence jumps; exact moves need a "
+                  "separable energy, so the repulsion variant stays ula)")
+      ->check(CLI::IsMember({"ula", "mala"}))
+      ->capture_default_str();
+  cli.app()
+      .add_option("--jump-period", cfg.jump_period,
+                  "Steps between the independence jumps of the mala sampler")
+      ->check(coulomb_examples::integer_in(1, 1000000))
       ->capture_default_str();
   cli.app()
       .add_option("--step", cfg.step, "Step h of the learner, in units of the base measure")

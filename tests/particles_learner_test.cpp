@@ -80,7 +80,215 @@ struct Scaled {
   }
 };
 
+/// H(Θ) = Σ_k e_k with e_k = (a/2N)‖θ_k − μ‖², separable: TiltedLangevin may take exact moves.
+struct QuadraticParticles {
+  double a = 1.0;
+  double mu = 0.0;
+  static bool separable() { return true; }
+  void particle_energies(const Mat& theta, Vec& e) const {
+    const double n = static_cast<double>(theta.rows());
+    e = (0.5 * a / n) * (theta.array() - mu).matrix().rowwise().squaredNorm();
+  }
+  double evaluate_particles(const Mat& theta, Vec& e, Mat& gradient) const {
+    particle_energies(theta, e);
+    gradient = (a / static_cast<double>(theta.rows())) * (theta.array() - mu).matrix();
+    return e.sum();
+  }
+  double evaluate_with_gradient(const Mat& theta, Mat& gradient) const {
+    Vec e;
+    return evaluate_particles(theta, e, gradient);
+  }
+};
+
+/// A separable double well in one dimension: e(θ) = −(c/N)[exp(−(θ−2)²/0.02) + ½
+/// exp(−(θ+2)²/0.02)], two narrow wells that the local moves of a small step cannot cross.
+struct DoubleWell {
+  double c = 1.0;
+  static double well(double t) {
+    return std::exp(-(t - 2) * (t - 2) / 0.02) + 0.5 * std::exp(-(t + 2) * (t + 2) / 0.02);
+  }
+  static double well_derivative(double t) {
+    return -(t - 2) / 0.01 * std::exp(-(t - 2) * (t - 2) / 0.02) -
+           0.5 * (t + 2) / 0.01 * std::exp(-(t + 2) * (t + 2) / 0.02);
+  }
+  static bool separable() { return true; }
+  void particle_energies(const Mat& theta, Vec& e) const {
+    const double n = static_cast<double>(theta.rows());
+    e.resize(theta.rows());
+    for (Index k = 0; k < theta.rows(); ++k) e(k) = -(c / n) * well(theta(k, 0));
+  }
+  double evaluate_particles(const Mat& theta, Vec& e, Mat& gradient) const {
+    particle_energies(theta, e);
+    const double n = static_cast<double>(theta.rows());
+    gradient.resize(theta.rows(), 1);
+    for (Index k = 0; k < theta.rows(); ++k)
+      gradient(k, 0) = -(c / n) * well_derivative(theta(k, 0));
+    return e.sum();
+  }
+  double evaluate_with_gradient(const Mat& theta, Mat& gradient) const {
+    Vec e;
+    return evaluate_particles(theta, e, gradient);
+  }
+};
+
 }  // namespace
+
+TEST_CASE("AlignmentEnergy_FourierPathMatchesTheFeaturePath", "[particles][gradient]") {
+  // Rff and RffCosSin take the fused Fourier path; it must give the value and gradient of the
+  // general path (features, ∂E/∂Φ, the map's backward_params), here computed in the test.
+  coulomb::Rng rng = coulomb_test::test_rng("AlignmentEnergy_FourierPathMatchesTheFeaturePath");
+  const Index n = 157, d = 4, m = 9;  // n not a multiple of the block of rows
+  Mat X;
+  Eigen::VectorXi labels;
+  make_radial(n, d, rng, X, labels);
+  Eigen::VectorXi classes(n);
+  for (Index i = 0; i < n; ++i) classes(i) = static_cast<int>(coulomb::uniform_index(3, rng));
+  const std::vector<Mat> targets{coulomb::binary_targets<double>(labels),
+                                 coulomb::one_hot_targets<double>(classes, 3)};
+  auto check = [&](auto map, const Mat& Y, coulomb::AlignmentOptions options) {
+    using Map = decltype(map);
+    INFO(Map::name() << ", C = " << Y.cols() << ", centre = " << options.centre
+                     << ", phases = " << options.learn_phases);
+    coulomb::AlignmentEnergy<Map> energy(map, X, Y, options);
+    STATIC_REQUIRE(coulomb::AlignmentEnergy<Map>::separable());
+    Mat theta = map.omega();
+    if constexpr (coulomb::feature_map_traits<Map>::has_phases)
+      if (options.learn_phases) theta = coulomb::phased_particles(map);
+    Mat gradient;
+    const double value = energy.evaluate_with_gradient(theta, gradient);
+    // The general path.
+    const Mat& y = energy.targets();
+    const Mat phi = map.map(X);
+    const Mat projection = y.transpose() * phi / double(n);
+    const Mat dphi = -2.0 / double(n) * y * projection;
+    Mat d_omega;
+    coulomb::BackwardWorkspace<double> workspace;
+    map.backward_params(X, phi, dphi, d_omega, workspace);
+    CHECK(value == Approx(-projection.squaredNorm()).epsilon(1e-12));
+    CHECK(coulomb_test::rel_diff(gradient.leftCols(d), d_omega) < 1e-12);
+    if (gradient.cols() == d + 1) {
+      const Vec d_phase = workspace.dZ.colwise().sum().transpose();
+      CHECK(coulomb_test::rel_diff(gradient.col(d), d_phase) < 1e-12);
+    }
+    // One-particle energies: e_k = −Σ_c P_kc² over the particle's own features.
+    Vec e, e_only;
+    Mat gradient_particles;
+    CHECK(energy.evaluate_particles(theta, e, gradient_particles) == Approx(value).epsilon(1e-12));
+    energy.particle_energies(theta, e_only);
+    CHECK(coulomb_test::rel_diff(e, e_only) < 1e-12);
+    CHECK(coulomb_test::rel_diff(gradient_particles, gradient) < 1e-12);
+    for (Index k = 0; k < m; ++k) {
+      double expected = -projection.col(k).squaredNorm();
+      if (Map::outputs_per_particle == 2) expected -= projection.col(m + k).squaredNorm();
+      CHECK(e(k) == Approx(expected).epsilon(1e-10));
+    }
+    // A minibatch: the rows in the current order.
+    energy.shuffle(rng);
+    Mat batch_gradient;
+    const double batch_value = energy.evaluate_with_gradient(theta, 20, 61, batch_gradient);
+    Mat other;
+    const Mat fd = finite_difference(
+        [&](const Mat& t) { return energy.evaluate_with_gradient(t, 20, 61, other); }, theta);
+    CHECK(coulomb_test::rel_diff(batch_gradient, fd) < 1e-6);
+    CHECK(batch_value != Approx(value).epsilon(1e-6));  // it is a different sum
+  };
+  for (const Mat& Y : targets)
+    for (const bool centre : {false, true}) {
+      check(coulomb::Rff<double>(d, m, rng, {.bandwidth = 0.7}), Y, {.centre = centre});
+      check(coulomb::Rff<double>(d, m, rng, {.bandwidth = 0.7}), Y,
+            {.centre = centre, .learn_phases = true});
+      check(coulomb::RffCosSin<double>(d, m, rng, {.bandwidth = 0.7}), Y, {.centre = centre});
+    }
+}
+
+TEST_CASE("TiltedLangevin_MetropolisIsExactAtLargeSteps", "[particles][langevin]") {
+  // e_k = (a/2N)‖θ_k − μ‖², P₀ = N(0, σ²): π_k is Gaussian with precision τ = β_eff a + 1/σ² and
+  // mean β_eff a μ / τ. At h = 0.6 the unadjusted chain is far off (its bias grows with h·τσ²);
+  // the Metropolis-adjusted chain must be exact up to sampling error.
+  coulomb::Rng rng = coulomb_test::test_rng("TiltedLangevin_MetropolisIsExactAtLargeSteps");
+  const Index n_particles = 4000;
+  const double sigma = 0.5;
+  QuadraticParticles objective{4.0, 0.3};
+  auto moments = [&](bool metropolis, double& mean, double& var, double& expected_mean,
+                     double& expected_var, double& acceptance) {
+    Mat theta = coulomb_test::gaussian(n_particles, 2, rng) * sigma;
+    coulomb::TiltedLangevin langevin({.max_iterations = 150,
+                                      .beta = 2.0,
+                                      .step = 0.6,
+                                      .base_scale = sigma,
+                                      .seed = 9,
+                                      .metropolis = metropolis});
+    langevin.optimize(objective, theta);
+    const auto& report = langevin.report();
+    CHECK(report.metropolis == metropolis);
+    const double tau = report.beta_effective * objective.a + 1.0 / (sigma * sigma);
+    expected_mean = report.beta_effective * objective.a * objective.mu / tau;
+    expected_var = 1.0 / tau;
+    mean = theta.mean();
+    var = (theta.array() - mean).square().mean();
+    acceptance = report.moves_offered > 0
+                     ? double(report.moves_accepted) / double(report.moves_offered)
+                     : 1.0;
+  };
+  double mean, var, expected_mean, expected_var, acceptance;
+  moments(true, mean, var, expected_mean, expected_var, acceptance);
+  INFO("MALA: mean " << mean << " (" << expected_mean << "), variance " << var << " ("
+                     << expected_var << "), acceptance " << acceptance);
+  const double se = std::sqrt(expected_var / (2.0 * n_particles));
+  CHECK(std::abs(mean - expected_mean) < 5.0 * se);
+  CHECK(std::abs(var / expected_var - 1.0) < 5.0 * std::sqrt(1.0 / n_particles));
+  CHECK(acceptance > 0.2);
+  CHECK(acceptance < 0.99);  // the large step is rejected often: the check is not vacuous
+  // The unadjusted chain at the same step misses the variance by more than that.
+  moments(false, mean, var, expected_mean, expected_var, acceptance);
+  INFO("ULA: variance " << var << " (" << expected_var << ")");
+  CHECK(std::abs(var / expected_var - 1.0) > 10.0 * std::sqrt(1.0 / n_particles));
+}
+
+TEST_CASE("TiltedLangevin_JumpsLeaveTheTiltedLawInvariant", "[particles][langevin]") {
+  // Two narrow wells at ±2 (the one at −2 half as deep) under P₀ = N(0, 1.5²), all particles
+  // started in the well at +2. With a small step no particle crosses; independence jumps to P₀
+  // must bring the share of the well at −2 to its exact value, ∫₋ π / ∫ π by quadrature.
+  coulomb::Rng rng = coulomb_test::test_rng("TiltedLangevin_JumpsLeaveTheTiltedLawInvariant");
+  const Index n_particles = 3000;
+  const double sigma = 1.5;
+  DoubleWell objective{1.0};
+  auto share_left = [&](Index jump_period, double& expected, double& accepted) {
+    Mat theta =
+        Mat::Constant(n_particles, 1, 2.0) + 0.05 * coulomb_test::gaussian(n_particles, 1, rng);
+    coulomb::TiltedLangevin langevin({.max_iterations = 400,
+                                      .beta = 20.0,
+                                      .step = 0.0002,
+                                      .base_scale = sigma,
+                                      .seed = 4,
+                                      .metropolis = true,
+                                      .jump_period = jump_period});
+    langevin.optimize(objective, theta);
+    const double beta_n = langevin.report().beta_effective;  // β_eff N · (c/N) = β_eff c
+    double left = 0.0, total = 0.0;
+    for (double t = -8.0; t <= 8.0; t += 1e-4) {
+      const double w =
+          std::exp(beta_n * objective.c * DoubleWell::well(t) - t * t / (2 * sigma * sigma));
+      total += w;
+      if (t < 0) left += w;
+    }
+    expected = left / total;
+    accepted = double(langevin.report().jumps_accepted);
+    return (theta.array() < 0.0).cast<double>().mean();
+  };
+  double expected, accepted;
+  const double with_jumps = share_left(4, expected, accepted);
+  INFO("share at -2 with jumps " << with_jumps << ", exact " << expected << ", jumps accepted "
+                                 << accepted);
+  REQUIRE(expected > 0.05);
+  REQUIRE(expected < 0.95);
+  CHECK(std::abs(with_jumps - expected) <
+        5.0 * std::sqrt(expected * (1 - expected) / n_particles) + 0.01);
+  CHECK(accepted > 0);
+  const double without = share_left(0, expected, accepted);
+  INFO("share at -2 without jumps " << without);
+  CHECK(without < 0.01);
+}
 
 TEST_CASE("AlignmentEnergy_PhaseGradientMatchesFiniteDifferences", "[particles][gradient]") {
   coulomb::Rng rng =
@@ -355,8 +563,11 @@ TEST_CASE("ImportanceSampling_BlocksGiveTheSameAlignments", "[particles][baselin
       CHECK(is.alignments()(k) == Approx(v).epsilon(1e-12));
     }
   };
+  // Random Fourier pools take AlignmentEnergy's fused pass (blocks of rows); other maps the
+  // blocks of pool particles.
   check(coulomb::Rff<double>(3, 23, rng));
   check(coulomb::RffCosSin<double>(3, 23, rng));
+  check(coulomb::FavorHyperbolic<double>(3, 23, rng));
   using Map = coulomb::Rff<double>;
   CHECK_THROWS_WITH(coulomb::ImportanceSampling<Map>(Map(3, 4, rng), X, Y, {.block_size = 0}),
                     Catch::Contains("'options.block_size'"));

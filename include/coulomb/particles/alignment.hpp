@@ -20,12 +20,20 @@
 /// ∂φ_j/∂b_j = ∂φ_j/∂z_j the phase gradient is a column sum of ∂E/∂Z:
 ///   ∂E/∂b_j = Σ_i (∂E/∂Z)_ij.
 /// Sinha & Duchi (NIPS 2016) use uncentred targets (AlignmentOptions{.centre = false}).
+///
+/// Random Fourier maps (Rff, RffCosSin) take a fused path: E depends on the data only through
+/// the sums S_kc = (1/n) Σ_i ŷ_ic e^{i ω_k·x_i} and T_kc = (1/n) Σ_i ŷ_ic x_i e^{i ω_k·x_i}, which
+/// one pass over blocks of rows accumulates (Z = XΩᵀ, cos Z, sin Z, then two products with
+/// [ŷ_c ∘ X, ŷ_c]); the features and ∂E/∂Φ are never stored. E is then a sum of one-particle
+/// energies e_k (particle_energies), what exact Metropolis moves of one particle need.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <Eigen/Core>
@@ -34,8 +42,16 @@
 #include "../core/config.hpp"
 #include "../core/random.hpp"
 #include "../features/feature_map.hpp"
+#include "../features/rff.hpp"
 
 namespace coulomb {
+
+namespace detail {
+template <typename Map>
+struct is_random_fourier : std::false_type {};
+template <typename S, RffForm F>
+struct is_random_fourier<RandomFourier<S, F>> : std::true_type {};
+}  // namespace detail
 
 /// Targets for binary labels: +1 for label 1 (or any positive value), −1 for label 0 (or −1).
 /// Throws invalid_argument for an empty label vector or a value outside {0, 1, −1}.
@@ -141,6 +157,12 @@ class AlignmentEnergy {
     std::iota(order_.begin(), order_.end(), Index{0});
   }
 
+  /// Whether E is a sum of one-particle energies computed by the fused Fourier path (Rff and
+  /// RffCosSin): particle_energies and evaluate_particles exist.
+  static constexpr bool fourier = detail::is_random_fourier<Map>::value;
+  /// True for Rff and RffCosSin (see `fourier`): each particle's energy e_k is its own.
+  static constexpr bool separable() noexcept { return fourier; }
+
   /// Number n of samples.
   Index num_samples() const noexcept { return X_.rows(); }
   /// The (centred) targets Ŷ.
@@ -172,6 +194,27 @@ class AlignmentEnergy {
                     "minibatch [" + std::to_string(begin) + ", " + std::to_string(begin + size) +
                         ") is not inside [0, " + std::to_string(num_samples()) + ")");
     return compute(omega, begin, size, &gradient);
+  }
+
+  /// The one-particle energies e_k on all samples, E = Σ_k e_k, for particles `omega` laid out
+  /// as in evaluate (m rows). Rff and RffCosSin only.
+  template <typename D>
+  requires fourier void particle_energies(const Eigen::MatrixBase<D>& omega,
+                                          Vector<Scalar>& energies) {
+    set_particles(omega);
+    fourier_pass(X_, Y_);
+    fourier_combine(X_.rows(), false, nullptr, &energies);
+  }
+
+  /// E, the one-particle energies e_k and ∂E/∂θ on all samples (Rff and RffCosSin only): row k
+  /// of the gradient is ∂e_k/∂θ_k, since e_k depends on θ_k alone.
+  template <typename D>
+  requires fourier Scalar evaluate_particles(const Eigen::MatrixBase<D>& omega,
+                                             Vector<Scalar>& energies, MatrixType& gradient) {
+    set_particles(omega);
+    if (full_weights_.rows() != X_.rows()) fourier_weights(X_, Y_, full_weights_);
+    fourier_pass(X_, full_weights_);
+    return fourier_combine(X_.rows(), true, &gradient, &energies);
   }
 
   /// Draws a new sample order for minibatches: a uniformly random permutation that depends on
@@ -242,7 +285,107 @@ class AlignmentEnergy {
     return value_and_gradient(batch_x_, batch_y_, gradient);
   }
 
+  /// W = [ŷ_c ∘ X, ŷ_c] for c = 0 … C−1 (n × C(d+1)): one product with cos Z (sin Z) then gives
+  /// the real (imaginary) parts of every T_kc and S_kc.
+  static void fourier_weights(const MatrixType& X, const MatrixType& Y, MatrixType& W) {
+    const Index d = X.cols();
+    W.resize(X.rows(), Y.cols() * (d + 1));
+    for (Index c = 0; c < Y.cols(); ++c) {
+      W.middleCols(c * (d + 1), d) = X.array().colwise() * Y.col(c).array();
+      W.col(c * (d + 1) + d) = Y.col(c);
+    }
+  }
+
+  /// sums_cos_ = (cos Z)ᵀW and sums_sin_ = (sin Z)ᵀW for Z = XΩᵀ, over blocks of rows small
+  /// enough for Z, cos Z and sin Z to stay in cache.
+  void fourier_pass(const MatrixType& X, const MatrixType& W) {
+    const MatrixType& omega = map_.omega();
+    const Index n = X.rows();
+    const Index m = omega.rows();
+    const Index block = std::clamp<Index>(Index{32768} / std::max<Index>(m, 1), 16, n);
+    sums_cos_.setZero(m, W.cols());
+    sums_sin_.setZero(m, W.cols());
+    z_.resize(block * m);
+    cos_.resize(block * m);
+    for (Index r0 = 0; r0 < n; r0 += block) {
+      const Index rows = std::min(block, n - r0);
+      // Contiguous rows × m blocks, so that cos and sin run as one vectorized sweep (a column
+      // of a taller matrix would leave unaligned heads and tails to the scalar libm calls).
+      Eigen::Map<MatrixType> z(z_.data(), rows, m), c(cos_.data(), rows, m);
+      Eigen::Map<Eigen::Array<Scalar, Eigen::Dynamic, 1>> z_flat(z_.data(), rows * m),
+          c_flat(cos_.data(), rows * m);
+      z.noalias() = X.middleRows(r0, rows) * omega.transpose();
+      c_flat = z_flat.cos();
+      z_flat = z_flat.sin();
+      sums_cos_.noalias() += c.transpose() * W.middleRows(r0, rows);
+      sums_sin_.noalias() += z.transpose() * W.middleRows(r0, rows);
+    }
+  }
+
+  /// E, and the one-particle energies and the gradient when asked, from the sums of
+  /// fourier_pass (with T when `with_t`, the weights of fourier_weights; S only otherwise).
+  Scalar fourier_combine(Index n, bool with_t, MatrixType* gradient, Vector<Scalar>* energies) {
+    const Index m = map_.num_particles();
+    const Index d = map_.input_dim();
+    const Index classes = Y_.cols();
+    const Index width = with_t ? d + 1 : 1;
+    const double inv_n = 1.0 / static_cast<double>(n);
+    const bool phases = options_.learn_phases;
+    if (gradient) gradient->setZero(m, phases ? d + 1 : d);
+    if (energies) energies->resize(m);
+    double total = 0.0;
+    for (Index k = 0; k < m; ++k) {
+      double e = 0.0;
+      for (Index c = 0; c < classes; ++c) {
+        const Index s_col = c * width + width - 1;
+        const double s_re = static_cast<double>(sums_cos_(k, s_col)) * inv_n;
+        const double s_im = static_cast<double>(sums_sin_(k, s_col)) * inv_n;
+        if constexpr (Map::form == RffForm::cos_sin) {
+          // E = −(1/m) Σ (S_re² + S_im²); ∂S_re/∂ω = −T_im, ∂S_im/∂ω = T_re.
+          const double a = 1.0 / static_cast<double>(m);
+          e -= a * (s_re * s_re + s_im * s_im);
+          if (gradient)
+            for (Index j = 0; j < d; ++j) {
+              const double t_re = static_cast<double>(sums_cos_(k, c * width + j)) * inv_n;
+              const double t_im = static_cast<double>(sums_sin_(k, c * width + j)) * inv_n;
+              (*gradient)(k, j) += static_cast<Scalar>(2.0 * a * (s_re * t_im - s_im * t_re));
+            }
+        } else {
+          // P = a Re(e^{ib} S), E = −Σ P²; ∂P/∂ω = −a Im(e^{ib} T), ∂P/∂b = −a Im(e^{ib} S).
+          const double a = std::sqrt(2.0 / static_cast<double>(m));
+          const double b = static_cast<double>(map_.phases()(k));
+          const double cb = std::cos(b), sb = std::sin(b);
+          const double p = a * (cb * s_re - sb * s_im);
+          e -= p * p;
+          if (gradient) {
+            for (Index j = 0; j < d; ++j) {
+              const double t_re = static_cast<double>(sums_cos_(k, c * width + j)) * inv_n;
+              const double t_im = static_cast<double>(sums_sin_(k, c * width + j)) * inv_n;
+              (*gradient)(k, j) += static_cast<Scalar>(2.0 * p * a * (sb * t_re + cb * t_im));
+            }
+            if (phases)
+              (*gradient)(k, d) += static_cast<Scalar>(2.0 * p * a * (sb * s_re + cb * s_im));
+          }
+        }
+      }
+      if (energies) (*energies)(k) = static_cast<Scalar>(e);
+      total += e;
+    }
+    return static_cast<Scalar>(total);
+  }
+
   Scalar value_and_gradient(const MatrixType& X, const MatrixType& Y, MatrixType* gradient) {
+    if constexpr (fourier) {
+      if (gradient) {
+        const bool full = &X == &X_;
+        MatrixType& W = full ? full_weights_ : batch_weights_;
+        if (!full || W.rows() != X.rows()) fourier_weights(X, Y, W);
+        fourier_pass(X, W);
+        return fourier_combine(X.rows(), true, gradient, nullptr);
+      }
+      fourier_pass(X, Y);
+      return fourier_combine(X.rows(), false, nullptr, nullptr);
+    }
     const Scalar inv_n = Scalar(1) / static_cast<Scalar>(X.rows());
     map_.map(X, phi_);
     projection_.noalias() = inv_n * (Y.transpose() * phi_);  // (1/n) ŶᵀΦ, C×D
@@ -276,6 +419,9 @@ class AlignmentEnergy {
   AlignmentOptions options_;
   std::vector<Index> order_;
   MatrixType phi_, dphi_, projection_, batch_x_, batch_y_, omega_gradient_;
+  // The Fourier path's weights (all samples; the last minibatch), sums and blocks of Z.
+  MatrixType full_weights_, batch_weights_, sums_cos_, sums_sin_;
+  Vector<Scalar> z_, cos_;
   BackwardWorkspace<Scalar> workspace_;
 };
 

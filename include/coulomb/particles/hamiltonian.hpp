@@ -78,6 +78,40 @@ class Hamiltonian {
     alignment_->shuffle(rng);
   }
 
+  /// Whether H is a sum of one-particle energies: no repulsion (λ = 0) and an alignment term
+  /// that is one (AlignmentEnergy of Rff or RffCosSin). TiltedLangevin's exact moves need it.
+  bool separable() const {
+    if constexpr (requires { Alignment::separable(); })
+      return lambda_ == 0.0 && Alignment::separable();
+    else
+      return false;
+  }
+
+  /// The one-particle energies of the alignment term; throws invalid_argument unless separable().
+  template <typename D>
+  requires requires(Alignment& a, const Eigen::MatrixBase<D>& o, Vector<Scalar>& e) {
+    a.particle_energies(o, e);
+  }
+  void particle_energies(const Eigen::MatrixBase<D>& omega, Vector<Scalar>& energies) {
+    require_separable("particle_energies");
+    alignment_->particle_energies(omega, energies);
+  }
+
+  /// H, its one-particle energies and ∂H/∂Ω on all samples; throws invalid_argument unless
+  /// separable().
+  template <typename D>
+  requires requires(Alignment& a, const Eigen::MatrixBase<D>& o, Vector<Scalar>& e, MatrixType& g) {
+    a.evaluate_particles(o, e, g);
+  }
+  Scalar evaluate_particles(const Eigen::MatrixBase<D>& omega, Vector<Scalar>& energies,
+                            MatrixType& gradient) {
+    require_separable("evaluate_particles");
+    terms_.alignment =
+        static_cast<double>(alignment_->evaluate_particles(omega, energies, gradient));
+    terms_.repulsion = 0.0;
+    return finish();
+  }
+
   /// H(Ω) on all samples.
   template <typename D>
   Scalar evaluate(const Eigen::MatrixBase<D>& omega) {
@@ -105,6 +139,13 @@ class Hamiltonian {
   }
 
  private:
+  void require_separable(const char* what) const {
+    detail::require(separable(), (std::string("coulomb::Hamiltonian::") + what).c_str(),
+                    "H is not a sum of one-particle energies (the repulsion couples the "
+                    "particles: lambda = " +
+                        std::to_string(lambda_) + ")");
+  }
+
   template <typename D>
   void add_repulsion(const Eigen::MatrixBase<D>& omega, MatrixType& gradient) {
     if (lambda_ == 0.0) {

@@ -20,7 +20,8 @@
 /// random-feature step), by weighting the whole pool's features by √q_m, or, as the paper's
 /// example does, by keeping the support {m : q_m > 0} with its own phases as the final features
 /// (support_map). The targets are not centred by default, as in the paper. The alignments are
-/// computed in blocks of pool particles, so that memory is n × block, never n × M.
+/// computed in blocks of pool particles, so that memory is n × block, never n × M; random
+/// Fourier pools (Rff, RffCosSin) take AlignmentEnergy's fused pass over blocks of rows instead.
 #pragma once
 
 #include <algorithm>
@@ -37,6 +38,7 @@
 #include "../core/config.hpp"
 #include "../core/random.hpp"
 #include "../features/feature_map.hpp"
+#include "alignment.hpp"
 
 namespace coulomb {
 
@@ -283,6 +285,14 @@ class ImportanceSampling {
   static Vector<double> pool_alignments(const Map& pool, const Eigen::MatrixBase<DX>& X,
                                         const MatrixType& y, Index block) {
     const Index m = pool.num_particles();
+    if constexpr (detail::is_random_fourier<Map>::value) {
+      // Random Fourier pools: v_k = −M e_k, the one-particle energies of the alignment with
+      // the pool's normalization, by the fused pass (cos and sin of XΩᵀ in cache-sized blocks).
+      AlignmentEnergy<Map> alignment(pool, X, y, {.centre = false});
+      Vector<Scalar> e;
+      alignment.particle_energies(pool.omega(), e);
+      return -static_cast<double>(m) * e.template cast<double>();
+    }
     Vector<double> v = Vector<double>::Zero(m);
     MatrixType phi;
     const auto inv_n = static_cast<Scalar>(1.0 / static_cast<double>(X.rows()));

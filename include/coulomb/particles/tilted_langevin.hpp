@@ -31,6 +31,18 @@
 /// With `noise = false` (the "no noise" ablation, β = ∞ in Algorithm 1) both the Brownian term
 /// and the entropy's drift −(ω_k/σ_ω, 0) are dropped: tamed gradient descent on H_N with the same
 /// step. The interface is ProjectedLangevin's: `optimize(objective, particles, callbacks...)`.
+///
+/// Exact moves (objectives whose H is a sum of one-particle energies e_k, `separable()`: the
+/// alignment of Rff or RffCosSin without repulsion; full batch; with noise):
+/// - `metropolis`: each step is a per-particle Metropolis-adjusted Langevin (MALA) proposal
+///   with the tamed drift above, accepted with probability
+///     min(1, π_k(θ'_k) q(θ_k | θ'_k) / (π_k(θ_k) q(θ'_k | θ_k))),  π_k ∝ exp(−β_eff N e_k) P₀,
+///   so the chain samples π exactly whatever h (the tamed drift alone overshoots narrow modes);
+/// - `jump_period` = J > 0: every J steps each particle is offered a fresh draw θ' ~ P₀ (an
+///   independence proposal), accepted with probability min(1, exp(−β_eff N (e_k(θ') − e_k(θ)))):
+///   particles can reach modes that the local moves would take exponentially long to find.
+/// Both leave π invariant; elsewhere (repulsion, minibatches, no noise) they are skipped and the
+/// report says so.
 #pragma once
 
 #include <algorithm>
@@ -66,6 +78,10 @@ struct TiltedLangevinOptions {
   Index batch_period = 1;
   std::uint64_t seed = 0;  ///< seeds the noise and the minibatch order
   bool noise = true;       ///< false: no Brownian term and no entropy drift (ablation)
+  /// Metropolis-adjusted steps (MALA) where the objective allows them (see the file's notes).
+  bool metropolis = false;
+  /// Steps between independence jumps to the base draw (0: none), where allowed.
+  Index jump_period = 0;
 };
 
 /// What TiltedLangevin::optimize measured: the energy scale s and the temperature it set.
@@ -74,6 +90,21 @@ struct TiltedLangevinReport {
   double beta_effective = 0.0;  ///< β_eff = β / s
   Index iterations = 0;         ///< steps taken
   double energy = 0.0;          ///< objective value before the last step
+  bool metropolis = false;      ///< whether the steps were Metropolis-adjusted
+  Index moves_offered = 0;      ///< MALA proposals (particles × steps)
+  Index moves_accepted = 0;     ///< MALA proposals accepted
+  Index jumps_offered = 0;      ///< independence jumps offered (particles × jump steps)
+  Index jumps_accepted = 0;     ///< independence jumps accepted
+};
+
+/// An objective whose value may be a sum of one-particle energies (`separable()`), with the
+/// energies and the gradient in one pass: what TiltedLangevin's exact moves need.
+template <typename F, typename Scalar>
+concept ParticleObjective = DifferentiableObjective<F, Scalar> &&
+    requires(F& f, const Matrix<Scalar>& theta, Vector<Scalar>& e, Matrix<Scalar>& g) {
+  { f.separable() } -> std::convertible_to<bool>;
+  f.particle_energies(theta, e);
+  { f.evaluate_particles(theta, e, g) } -> std::convertible_to<double>;
 };
 
 /// Tamed Langevin dynamics on the base-tilted law π ∝ exp(−β_eff N H) Π_k P₀ (see the file's
@@ -91,6 +122,7 @@ class TiltedLangevin {
                     "argument 'options.phase_columns' must be >= 0");
     detail::require(options.batch_period >= 1, where,
                     "argument 'options.batch_period' must be >= 1");
+    detail::require(options.jump_period >= 0, where, "argument 'options.jump_period' must be >= 0");
     detail::require_positive(options.beta, where, "options.beta");
     detail::require_positive(options.step, where, "options.step");
     detail::require_positive(options.base_scale, where, "options.base_scale");
@@ -156,7 +188,22 @@ class TiltedLangevin {
     Rng rng(options_.seed);
     Rng noise_rng = rng.split(1);
     [[maybe_unused]] Rng batch_rng = rng.split(2);
+    [[maybe_unused]] Rng jump_rng = rng.split(3);
     (detail::callback_begin(callbacks, *this, objective, particles), ...);
+
+    bool exact_moves = false;
+    if constexpr (ParticleObjective<Objective, Scalar>)
+      exact_moves = options_.noise && batch == 0 && objective.separable();
+    const bool jumps = exact_moves && options_.jump_period > 0;
+    if constexpr (ParticleObjective<Objective, Scalar>) {
+      if (exact_moves && options_.metropolis) {
+        report_.metropolis = true;
+        const double e =
+            run_metropolis(objective, particles, drift_scale, noise_rng, jump_rng, callbacks...);
+        (detail::callback_end(callbacks, *this, objective, particles), ...);
+        return e;
+      }
+    }
 
     Matrix<Scalar> drift(particles.rows(), particles.cols());
     Matrix<Scalar> noise(particles.rows(), particles.cols());
@@ -216,6 +263,20 @@ class TiltedLangevin {
       drift.array().rowwise() *= root_p.array();
       particles += drift;
       wrap_phases(particles);
+      if constexpr (ParticleObjective<Objective, Scalar>) {
+        if (jumps && (t + 1) % options_.jump_period == 0) {
+          Vector<Scalar> current, proposed;
+          objective.particle_energies(particles, current);
+          draw_base(noise, jump_rng);
+          objective.particle_energies(noise, proposed);
+          for (Index k = 0; k < n_particles; ++k)
+            if (accept(-drift_scale * static_cast<double>(proposed(k) - current(k)), jump_rng)) {
+              particles.row(k) = noise.row(k);
+              ++report_.jumps_accepted;
+            }
+          report_.jumps_offered += n_particles;
+        }
+      }
       report_.iterations = t + 1;
       report_.energy = energy;
       bool stop = false;
@@ -227,6 +288,136 @@ class TiltedLangevin {
   }
 
  private:
+  /// Metropolis acceptance of a move whose log ratio is `log_ratio`.
+  static bool accept(double log_ratio, Rng& rng) {
+    return log_ratio >= 0.0 || uniform01(rng) < std::exp(log_ratio);
+  }
+
+  /// θ ~ P₀: frequencies N(0, σ_ω²), phases uniform on [−π, π).
+  template <typename Scalar>
+  void draw_base(Matrix<Scalar>& theta, Rng& rng) const {
+    const Index d_omega = theta.cols() - options_.phase_columns;
+    fill_standard_normal(theta, rng);
+    theta.leftCols(d_omega) *= static_cast<Scalar>(options_.base_scale);
+    for (Index c = d_omega; c < theta.cols(); ++c)
+      for (Index k = 0; k < theta.rows(); ++k)
+        theta(k, c) = static_cast<Scalar>(std::numbers::pi * (2.0 * uniform01(rng) - 1.0));
+  }
+
+  /// The tamed drift h·a/(1 + h‖a‖) in u-coordinates, a = −β_eff N P^{1/2} g − (ω/σ_ω, 0),
+  /// for every particle (row) of `theta` with gradient rows `gradient`.
+  template <typename Scalar>
+  void tamed_drift(const Matrix<Scalar>& theta, const Matrix<Scalar>& gradient, double drift_scale,
+                   Matrix<Scalar>& drift) const {
+    const Index d_omega = theta.cols() - options_.phase_columns;
+    const auto sigma = static_cast<Scalar>(options_.base_scale);
+    const auto h = static_cast<Scalar>(options_.step);
+    drift.noalias() = static_cast<Scalar>(-drift_scale) * gradient;
+    drift.leftCols(d_omega) *= sigma;
+    drift.leftCols(d_omega) -= theta.leftCols(d_omega) / sigma;
+    for (Index k = 0; k < drift.rows(); ++k)
+      drift.row(k) *= h / (Scalar(1) + h * drift.row(k).norm());
+  }
+
+  /// The MALA chain of `metropolis` (with the jumps of `jump_period`) on a separable objective.
+  template <typename Objective, typename Scalar, typename... Callbacks>
+  double run_metropolis(Objective& objective, Matrix<Scalar>& particles, double drift_scale,
+                        Rng& noise_rng, Rng& jump_rng, Callbacks&... callbacks) {
+    const char* where = "coulomb::TiltedLangevin::optimize";
+    const Index n = particles.rows();
+    const Index cols = particles.cols();
+    const Index d_omega = cols - options_.phase_columns;
+    const double sigma = options_.base_scale;
+    const double h = options_.step;
+    const auto amplitude = static_cast<Scalar>(std::sqrt(2.0 * h));
+    Vector<Scalar> energies, new_energies;
+    Matrix<Scalar> gradient, new_gradient, drift, new_drift, proposal(n, cols), noise(n, cols);
+    auto check = [&](double value, const Matrix<Scalar>& g, Index t) {
+      if (!std::isfinite(value) || !coulomb::detail::all_finite(g))
+        throw numerical_error(std::string(where) +
+                              ": the energy or its gradient is not finite at step " +
+                              std::to_string(t) + " (energy " + std::to_string(value) + ")");
+    };
+    double energy =
+        static_cast<double>(objective.evaluate_particles(particles, energies, gradient));
+    check(energy, gradient, 0);
+    tamed_drift(particles, gradient, drift_scale, drift);
+    // log π_k up to a constant: −β_eff N e_k − ‖ω_k/σ_ω‖²/2.
+    auto log_target = [&](const Matrix<Scalar>& theta, const Vector<Scalar>& e, Index k) {
+      const double u2 =
+          static_cast<double>(theta.row(k).head(d_omega).squaredNorm()) / (sigma * sigma);
+      return -drift_scale * static_cast<double>(e(k)) - 0.5 * u2;
+    };
+    // ‖u_to − u_from − drift_from‖² with the phase differences wrapped onto the circle.
+    auto gap = [&](const Matrix<Scalar>& to, const Matrix<Scalar>& from,
+                   const Matrix<Scalar>& drift_from, Index k) {
+      double sum = 0.0;
+      for (Index c = 0; c < cols; ++c) {
+        double delta = static_cast<double>(to(k, c)) - static_cast<double>(from(k, c));
+        if (c < d_omega) {
+          delta /= sigma;
+        } else {
+          delta = delta - 2.0 * std::numbers::pi *
+                              std::floor((delta + std::numbers::pi) / (2.0 * std::numbers::pi));
+        }
+        delta -= static_cast<double>(drift_from(k, c));
+        sum += delta * delta;
+      }
+      return sum;
+    };
+    RowVector<Scalar> root_p = RowVector<Scalar>::Ones(cols);
+    root_p.head(d_omega).setConstant(static_cast<Scalar>(sigma));
+    for (Index t = 0; t < options_.max_iterations; ++t) {
+      [[maybe_unused]] const LangevinStep info{t, energy, h, static_cast<double>(gradient.norm())};
+      fill_standard_normal(noise, noise_rng);
+      proposal = drift + amplitude * noise;
+      proposal.array().rowwise() *= root_p.array();
+      proposal += particles;
+      wrap_phases(proposal);
+      const double e_new =
+          static_cast<double>(objective.evaluate_particles(proposal, new_energies, new_gradient));
+      check(e_new, new_gradient, t);
+      tamed_drift(proposal, new_gradient, drift_scale, new_drift);
+      for (Index k = 0; k < n; ++k) {
+        const double log_ratio =
+            log_target(proposal, new_energies, k) - log_target(particles, energies, k) -
+            (gap(particles, proposal, new_drift, k) - gap(proposal, particles, drift, k)) /
+                (4.0 * h);
+        if (accept(log_ratio, noise_rng)) {
+          particles.row(k) = proposal.row(k);
+          energies(k) = new_energies(k);
+          gradient.row(k) = new_gradient.row(k);
+          drift.row(k) = new_drift.row(k);
+          ++report_.moves_accepted;
+        }
+      }
+      report_.moves_offered += n;
+      if (options_.jump_period > 0 && (t + 1) % options_.jump_period == 0) {
+        draw_base(proposal, jump_rng);
+        const double e_jump =
+            static_cast<double>(objective.evaluate_particles(proposal, new_energies, new_gradient));
+        check(e_jump, new_gradient, t);
+        tamed_drift(proposal, new_gradient, drift_scale, new_drift);
+        for (Index k = 0; k < n; ++k)
+          if (accept(-drift_scale * static_cast<double>(new_energies(k) - energies(k)), jump_rng)) {
+            particles.row(k) = proposal.row(k);
+            energies(k) = new_energies(k);
+            gradient.row(k) = new_gradient.row(k);
+            drift.row(k) = new_drift.row(k);
+            ++report_.jumps_accepted;
+          }
+        report_.jumps_offered += n;
+      }
+      energy = static_cast<double>(energies.template cast<double>().sum());
+      report_.iterations = t + 1;
+      report_.energy = energy;
+      bool stop = false;
+      ((stop = detail::callback_step(callbacks, *this, objective, particles, info) || stop), ...);
+      if (stop) break;
+    }
+    return energy;
+  }
+
   /// Phases into [−π, π): the features are 2π-periodic in them.
   template <typename Scalar>
   void wrap_phases(Matrix<Scalar>& particles) const {
