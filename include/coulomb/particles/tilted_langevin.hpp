@@ -365,6 +365,20 @@ class TiltedLangevin {
       }
       return sum;
     };
+    // The energies, gradients and drifts of `proposal`; particle k taking its proposal.
+    auto evaluate_proposal = [&](Index t) {
+      const double value =
+          static_cast<double>(objective.evaluate_particles(proposal, new_energies, new_gradient));
+      check(value, new_gradient, t);
+      tamed_drift(proposal, new_gradient, drift_scale, new_drift);
+    };
+    auto take = [&](Index k, Index& accepted) {
+      particles.row(k) = proposal.row(k);
+      energies(k) = new_energies(k);
+      gradient.row(k) = new_gradient.row(k);
+      drift.row(k) = new_drift.row(k);
+      ++accepted;
+    };
     RowVector<Scalar> root_p = RowVector<Scalar>::Ones(cols);
     root_p.head(d_omega).setConstant(static_cast<Scalar>(sigma));
     for (Index t = 0; t < options_.max_iterations; ++t) {
@@ -374,38 +388,21 @@ class TiltedLangevin {
       proposal.array().rowwise() *= root_p.array();
       proposal += particles;
       wrap_phases(proposal);
-      const double e_new =
-          static_cast<double>(objective.evaluate_particles(proposal, new_energies, new_gradient));
-      check(e_new, new_gradient, t);
-      tamed_drift(proposal, new_gradient, drift_scale, new_drift);
+      evaluate_proposal(t);
       for (Index k = 0; k < n; ++k) {
         const double log_ratio =
             log_target(proposal, new_energies, k) - log_target(particles, energies, k) -
             (gap(particles, proposal, new_drift, k) - gap(proposal, particles, drift, k)) /
                 (4.0 * h);
-        if (accept(log_ratio, noise_rng)) {
-          particles.row(k) = proposal.row(k);
-          energies(k) = new_energies(k);
-          gradient.row(k) = new_gradient.row(k);
-          drift.row(k) = new_drift.row(k);
-          ++report_.moves_accepted;
-        }
+        if (accept(log_ratio, noise_rng)) take(k, report_.moves_accepted);
       }
       report_.moves_offered += n;
       if (options_.jump_period > 0 && (t + 1) % options_.jump_period == 0) {
         draw_base(proposal, jump_rng);
-        const double e_jump =
-            static_cast<double>(objective.evaluate_particles(proposal, new_energies, new_gradient));
-        check(e_jump, new_gradient, t);
-        tamed_drift(proposal, new_gradient, drift_scale, new_drift);
+        evaluate_proposal(t);
         for (Index k = 0; k < n; ++k)
-          if (accept(-drift_scale * static_cast<double>(new_energies(k) - energies(k)), jump_rng)) {
-            particles.row(k) = proposal.row(k);
-            energies(k) = new_energies(k);
-            gradient.row(k) = new_gradient.row(k);
-            drift.row(k) = new_drift.row(k);
-            ++report_.jumps_accepted;
-          }
+          if (accept(-drift_scale * static_cast<double>(new_energies(k) - energies(k)), jump_rng))
+            take(k, report_.jumps_accepted);
         report_.jumps_offered += n;
       }
       energy = static_cast<double>(energies.template cast<double>().sum());
