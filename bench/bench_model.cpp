@@ -60,7 +60,7 @@ namespace {
 
 using coulomb::Index;
 using Mat = coulomb::Matrix<float>;
-using Model = coulomb::nn::TextClassifier<float, coulomb::FavorPlus<float>>;
+using Model = coulomb::nn::TextClassifier<coulomb::FavorPlus<float>>;
 
 constexpr Index tokens_per_inference_batch = 8192;
 constexpr Index train_batch = 32;

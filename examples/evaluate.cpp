@@ -7,7 +7,7 @@
 //            [--robustness] [--seed S] [--skip-malformed]
 //
 // The model file says which scalar type and feature map it was saved with; evaluate reads that
-// first and dispatches to the matching TextClassifier<S, Map>. The TSV file (plain or gzip) is
+// first and dispatches to the matching TextClassifier<Map>. The TSV file (plain or gzip) is
 // encoded exactly as at training time: the vocabulary, its tokenizer options and the encoder
 // options (maximum length, [CLS]) all come from the model file.
 //

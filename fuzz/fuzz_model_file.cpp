@@ -97,8 +97,9 @@ bool moderate_parameters(Model& model) {
 }
 
 /// Uses a model that loaded: forward on a tiny batch, then save, reload and compare.
-template <typename S, typename Map>
-void use_loaded(io::LoadedTextModel<S, Map>& loaded) {
+template <typename Map>
+void use_loaded(io::LoadedTextModel<Map>& loaded) {
+  using S = typename Map::Scalar;
   const coulomb::TokenBatch batch = tiny_batch(loaded);
   // The overlap features need pairs; an encoder too short to encode one gives none, and the
   // model then refuses the batch by name (checked here, so nothing else is left untested).
@@ -134,7 +135,7 @@ void use_loaded(io::LoadedTextModel<S, Map>& loaded) {
   io::ReadOptions read;
   read.allow_non_finite = true;
   try {
-    auto again = io::load_text_model<S, Map>(io::parse_model_file<S>(image, "fuzz-again", read));
+    auto again = io::load_text_model<Map>(io::parse_model_file<S>(image, "fuzz-again", read));
     if (!(again.vocabulary == loaded.vocabulary) ||
         !(again.header.encoder == loaded.header.encoder))
       fail("a loaded model saved and reloaded has another vocabulary or encoder");
@@ -167,7 +168,7 @@ void check_text_model(const io::ModelFile<S>& file) {
   io::dispatch_feature_map<S>(header.feature_map.name, [&](auto tag) {
     using Map = typename decltype(tag)::type;
     try {
-      auto loaded = io::load_text_model<S, Map>(file);
+      auto loaded = io::load_text_model<Map>(file);
       use_loaded(loaded);
     } catch (const coulomb::io_error&) {
     }
@@ -175,9 +176,9 @@ void check_text_model(const io::ModelFile<S>& file) {
   // Another map than the stored one: io_error for linear attention, loads for softmax.
   try {
     if (header.feature_map.name == "favor") {
-      (void)io::load_text_model<S, coulomb::Porf<S, coulomb::Relu>>(file);
+      (void)io::load_text_model<coulomb::Porf<S, coulomb::Relu>>(file);
     } else {
-      (void)io::load_text_model<S, coulomb::FavorPlus<S>>(file);
+      (void)io::load_text_model<coulomb::FavorPlus<S>>(file);
     }
     if (header.config.attention == coulomb::nn::AttentionKind::linear)
       fail("a linear-attention model loaded with another feature map");

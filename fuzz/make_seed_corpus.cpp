@@ -3,7 +3,7 @@
 // valid model files (float and double; metadata, blobs, empty and non-empty tensors), and three
 // tiny text models for what the fixtures of tests/data do not cover (softmax attention with the
 // pair head, which is text-model version 2; FAVOR+ with the pair head's overlap features,
-// version 3; SoftmaxFeatures in double with shared Ω and Q = K).
+// version 3; SoftmaxFeat in double with shared Ω and Q = K).
 // Built with the fuzzers; the files it writes are kept in fuzz/corpus/model_file/ (with copies
 // of the text-model fixtures of tests/data, see fuzz/CMakeLists.txt).
 #include <cstdio>
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   pair_head.use_segments = true;
   pair_head.pooling = coulomb::nn::PoolingKind::pair;
   pair_head.pair_hidden = 3;
-  const coulomb::nn::TextClassifier<float> softmax_model(pair_head, 5);
+  const coulomb::nn::TextClassifier<coulomb::FavorPlus<float>> softmax_model(pair_head, 5);
   coulomb::io::save_text_model(dir + "/text_model_softmax_pair_head.clmb", softmax_model, vocab,
                                {8, true}, {{"purpose", "fuzz seed"}});
 
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   overlap.use_segments = true;
   overlap.pooling = coulomb::nn::PoolingKind::pair;
   overlap.pair_overlap = true;
-  coulomb::nn::TextClassifier<float> overlap_model(overlap, 7);
+  coulomb::nn::TextClassifier<coulomb::FavorPlus<float>> overlap_model(overlap, 7);
   Eigen::ArrayXd mean(6), sd(6);
   mean << 0.7, 0.7, 0.5, 0.5, 0.4, 0.4;
   sd << 0.15, 0.15, 0.2, 0.2, 0.2, 0.2;
@@ -81,8 +81,7 @@ int main(int argc, char** argv) {
   coulomb::nn::TextClassifierConfig shared = c;
   shared.shared_omega = true;
   shared.tied_qk = true;
-  using SoftmaxFeat = coulomb::SoftmaxFeatures<double, coulomb::SoftmaxForm::plain>;
-  const coulomb::nn::TextClassifier<double, SoftmaxFeat> feat_model(shared, 6);
+  const coulomb::nn::TextClassifier<coulomb::SoftmaxFeat<double>> feat_model(shared, 6);
   coulomb::io::save_text_model(dir + "/text_model_softmax_feat_f64.clmb", feat_model, vocab,
                                {6, false});
   return 0;

@@ -741,7 +741,7 @@ TEST_CASE("Extreme_HamiltonianAndLangevinOnDegenerateInputs", "[extreme][particl
 
 namespace {
 
-using Model = coulomb::nn::TextClassifier<float, coulomb::FavorPlus<float>>;
+using Model = coulomb::nn::TextClassifier<coulomb::FavorPlus<float>>;
 
 coulomb::nn::TextClassifierConfig tiny_config(coulomb::nn::AttentionKind kind) {
   coulomb::nn::TextClassifierConfig c;

@@ -269,7 +269,7 @@ TEMPLATE_PRODUCT_TEST_CASE("SoftmaxFeat_RowsSumToOne", "[features][stability]",
   const Mat<S> phi = map.map(X);
   REQUIRE(phi.allFinite());
   const S sum_tol = S(tol<S>::tight);
-  if constexpr (Map::form == coulomb::SoftmaxForm::symmetric_separate) {
+  if constexpr (Map::form == coulomb::SoftmaxFeatForm::symmetric_separate) {
     const S half = static_cast<S>(std::sqrt(0.5));
     CHECK(((phi.leftCols(m).rowwise().sum().array() - half).abs() < sum_tol).all());
     CHECK(((phi.rightCols(m).rowwise().sum().array() - half).abs() < sum_tol).all());

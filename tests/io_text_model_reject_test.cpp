@@ -29,7 +29,7 @@ TEST_CASE("text model: valid containers with invalid text-model content are reje
   const FavorModel model(config, 1);
   const io::ModelFile<float> good = io::text_model_file(model, vocab, {12, false}, kMetadata);
   // Sanity: the untouched file loads.
-  CHECK_NOTHROW(io::load_text_model<float, coulomb::FavorPlus<float>>(rebuild(good, {})));
+  CHECK_NOTHROW(io::load_text_model<coulomb::FavorPlus<float>>(rebuild(good, {})));
 
   using Meta = std::map<std::string, std::string>;
   struct MetaCase {
@@ -80,7 +80,7 @@ TEST_CASE("text model: valid containers with invalid text-model content are reje
     INFO("metadata case " << k);
     const io::ModelFile<float> bad = rebuild(good, meta_cases[k].edit);
     try {
-      (void)io::load_text_model<float, coulomb::FavorPlus<float>>(bad);
+      (void)io::load_text_model<coulomb::FavorPlus<float>>(bad);
       FAIL("loaded");
     } catch (const coulomb::io_error& e) {
       const std::string what = e.what();
@@ -92,59 +92,56 @@ TEST_CASE("text model: valid containers with invalid text-model content are reje
 
   // The vocabulary blob: missing, not a vocabulary, or of another size.
   auto drop_vocab = [](const std::string& name, std::string&) { return name != "vocabulary"; };
-  CHECK_THAT(thrown<coulomb::io_error>([&] {
-               (void)(io::load_text_model<float, coulomb::FavorPlus<float>>(
-                   rebuild(good, {}, drop_vocab)));
-             }),
-             Contains("no blob 'vocabulary'"));
+  CHECK_THAT(
+      thrown<coulomb::io_error>([&] {
+        (void)(io::load_text_model<coulomb::FavorPlus<float>>(rebuild(good, {}, drop_vocab)));
+      }),
+      Contains("no blob 'vocabulary'"));
   auto garble = [](const std::string&, std::string& bytes) {
     bytes.replace(bytes.find("lowercase 1"), 11, "lowercase 7");
     return true;
   };
-  CHECK_THAT(
-      thrown<coulomb::io_error>([&] {
-        (void)(io::load_text_model<float, coulomb::FavorPlus<float>>(rebuild(good, {}, garble)));
-      }),
-      Contains("edited.clmb (blob 'vocabulary')") && Contains("line 2"));
+  CHECK_THAT(thrown<coulomb::io_error>([&] {
+               (void)(io::load_text_model<coulomb::FavorPlus<float>>(rebuild(good, {}, garble)));
+             }),
+             Contains("edited.clmb (blob 'vocabulary')") && Contains("line 2"));
   auto shorten = [](const std::string&, std::string& bytes) {
     std::ostringstream os;
     coulomb::Vocabulary().write(os);
     bytes = os.str();
     return true;
   };
-  CHECK_THAT(
-      thrown<coulomb::io_error>([&] {
-        (void)(io::load_text_model<float, coulomb::FavorPlus<float>>(rebuild(good, {}, shorten)));
-      }),
-      Contains("the vocabulary has 4 tokens"));
+  CHECK_THAT(thrown<coulomb::io_error>([&] {
+               (void)(io::load_text_model<coulomb::FavorPlus<float>>(rebuild(good, {}, shorten)));
+             }),
+             Contains("the vocabulary has 4 tokens"));
 
   // The tensors: one missing, one extra, one of another shape.
   auto drop = [](const std::string& name, Matrix<float>&) {
     return name != "model.encoder.1.attention.omega";
   };
-  CHECK_THAT(
-      thrown<coulomb::io_error>([&] {
-        (void)(io::load_text_model<float, coulomb::FavorPlus<float>>(rebuild(good, {}, {}, drop)));
-      }),
-      Contains("'encoder.1.attention.omega' has no tensor"));
+  CHECK_THAT(thrown<coulomb::io_error>([&] {
+               (void)(io::load_text_model<coulomb::FavorPlus<float>>(rebuild(good, {}, {}, drop)));
+             }),
+             Contains("'encoder.1.attention.omega' has no tensor"));
   auto reshape = [](const std::string& name, Matrix<float>& value) {
     if (name == "model.classifier.weight") value.resize(value.rows(), value.cols() + 1);
     return true;
   };
-  CHECK_THAT(thrown<coulomb::io_error>([&] {
-               (void)(io::load_text_model<float, coulomb::FavorPlus<float>>(
-                   rebuild(good, {}, {}, reshape)));
-             }),
-             Contains("'model.classifier.weight' has shape"));
+  CHECK_THAT(
+      thrown<coulomb::io_error>([&] {
+        (void)(io::load_text_model<coulomb::FavorPlus<float>>(rebuild(good, {}, {}, reshape)));
+      }),
+      Contains("'model.classifier.weight' has shape"));
   io::ModelFile<float> extra = rebuild(good, {});
   extra.add_tensor("model.encoder.2.ffn.w_1", Matrix<float>::Zero(2, 2));
   CHECK_THAT(thrown<coulomb::io_error>(
-                 [&] { (void)(io::load_text_model<float, coulomb::FavorPlus<float>>(extra)); }),
+                 [&] { (void)(io::load_text_model<coulomb::FavorPlus<float>>(extra)); }),
              Contains("'model.encoder.2.ffn.w_1' matches no parameter"));
   // Tensors under other prefixes (a trainer's optimizer state) are allowed.
   io::ModelFile<float> checkpoint = rebuild(good, {});
   checkpoint.add_tensor("optimizer.first_moment.classifier.bias", Matrix<float>::Zero(2, 1));
-  CHECK_NOTHROW(io::load_text_model<float, coulomb::FavorPlus<float>>(checkpoint));
+  CHECK_NOTHROW(io::load_text_model<coulomb::FavorPlus<float>>(checkpoint));
 }
 
 TEST_CASE("text model: damaged bytes and truncations are rejected without a crash",
@@ -156,7 +153,7 @@ TEST_CASE("text model: damaged bytes and truncations are rejected without a cras
       io::model_file_bytes(io::text_model_file(model, vocab, {12, false}, kMetadata));
   auto load = [](const Bytes& bytes) {
     const auto file = io::parse_model_file<float>(as_span<float>(bytes), "damaged.clmb");
-    return io::load_text_model<float, coulomb::FavorPlus<float>>(file);
+    return io::load_text_model<coulomb::FavorPlus<float>>(file);
   };
   REQUIRE_NOTHROW(load(image));
 
@@ -237,7 +234,7 @@ TEST_CASE(
     return true;
   };
   const io::ModelFile<float> bad = rebuild(good, {}, {}, poison);
-  CHECK_THAT(thrown<coulomb::io_error>([&] { (void)io::load_text_model<float, Map>(bad); }),
+  CHECK_THAT(thrown<coulomb::io_error>([&] { (void)io::load_text_model<Map>(bad); }),
              Contains("'edited.clmb'") && Contains("tensor '" + omega_name + "'") &&
                  Contains("non-finite entry nan at (4, 3)"));
   // Another parameter may be non-finite when the reader allows it: the model loads.
@@ -245,7 +242,7 @@ TEST_CASE(
     if (name == "model.classifier.bias") value(0, 0) = std::numeric_limits<float>::infinity();
     return true;
   };
-  CHECK_NOTHROW(io::load_text_model<float, Map>(rebuild(good, {}, {}, poison_bias)));
+  CHECK_NOTHROW(io::load_text_model<Map>(rebuild(good, {}, {}, poison_bias)));
 
   // Through the file reader, which must be told to accept non-finite entries at all; the
   // model given to load_text_model_into is unchanged.
@@ -258,9 +255,9 @@ TEST_CASE(
   read.allow_non_finite = true;
   io::TextModelLoadOptions load;
   load.read = read;
-  CHECK_THAT(thrown<coulomb::io_error>([&] { (void)io::load_text_model<float, Map>(path, load); }),
+  CHECK_THAT(thrown<coulomb::io_error>([&] { (void)io::load_text_model<Map>(path, load); }),
              Contains(path) && Contains("tensor '" + omega_name + "'"));
-  auto target = io::load_text_model<float, Map>(data_file("text_model_single.clmb"));
+  auto target = io::load_text_model<Map>(data_file("text_model_single.clmb"));
   const Matrix<float> omega_before = target.model.omega(1);
   CHECK_THAT(
       thrown<coulomb::io_error>([&] { (void)io::load_text_model_into(path, target.model, read); }),

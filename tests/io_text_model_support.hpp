@@ -47,8 +47,8 @@ using coulomb::Matrix;
 using coulomb::nn::AttentionKind;
 using coulomb::nn::TextClassifier;
 using coulomb::nn::TextClassifierConfig;
-using FavorModel = TextClassifier<float, coulomb::FavorPlus<float>>;
-using ReluModel = TextClassifier<double, coulomb::Porf<double, coulomb::Relu>>;
+using FavorModel = TextClassifier<coulomb::FavorPlus<float>>;
+using ReluModel = TextClassifier<coulomb::Porf<double, coulomb::Relu>>;
 using Bytes = std::vector<std::byte>;
 using coulomb_test::ScratchDir;
 
@@ -186,7 +186,7 @@ void check_edits_rejected(const io::ModelFile<float>& file,
   for (std::size_t k = 0; k < cases.size(); ++k) {
     INFO("case " << k);
     const std::string what = thrown<coulomb::io_error>([&] {
-      (void)io::load_text_model<float, coulomb::FavorPlus<float>>(rebuild(file, cases[k].first));
+      (void)io::load_text_model<coulomb::FavorPlus<float>>(rebuild(file, cases[k].first));
     });
     INFO(what);
     CHECK_THAT(what, Contains("edited.clmb") && Contains(cases[k].second));

@@ -118,7 +118,7 @@ TEST_CASE("text model: save and load give bit-identical logits (FAVOR+, float)",
   const std::string path = dir.file("model.clmb");
   io::save_text_model(path, model, vocab, enc_options, kMetadata);
 
-  auto loaded = io::load_text_model<float, coulomb::FavorPlus<float>>(path);
+  auto loaded = io::load_text_model<coulomb::FavorPlus<float>>(path);
   Matrix<float> again;
   loaded.model.forward(batch, again);
   CHECK(bitwise_equal(logits, again));
@@ -133,7 +133,7 @@ TEST_CASE("text model: save and load give bit-identical logits (FAVOR+, float)",
   if (c.attention == AttentionKind::linear) {
     CHECK(loaded.header.feature_map == io::feature_map_spec(model.feature_map(0)));
     // The layers' maps hold the loaded Ω right after loading (not only after a forward).
-    auto fresh = io::load_text_model<float, coulomb::FavorPlus<float>>(path);
+    auto fresh = io::load_text_model<coulomb::FavorPlus<float>>(path);
     for (Index l = 0; l < fresh.model.num_layers(); ++l)
       CHECK(bitwise_equal(fresh.model.feature_map(l).omega(), model.omega(model.omega_index(l))));
   }
@@ -181,7 +181,7 @@ TEST_CASE("text model: PORF-relu in double keeps ε, the Draw policy and the log
   const std::string path = dir.file("relu.clmb");
   io::save_text_model(path, model, vocab, enc_options);
   CHECK(io::peek_scalar_type(path) == io::ScalarType::float64);
-  auto loaded = io::load_text_model<double, coulomb::Porf<double, coulomb::Relu>>(path);
+  auto loaded = io::load_text_model<coulomb::Porf<double, coulomb::Relu>>(path);
   loaded.model.forward(batch, again);
   CHECK(bitwise_equal(logits, again));
   require_same_parameters(model, loaded.model);
@@ -192,7 +192,7 @@ TEST_CASE("text model: PORF-relu in double keeps ε, the Draw policy and the log
   // The run-time thread count can be overridden without changing anything else.
   io::TextModelLoadOptions options;
   options.num_threads = 2;
-  auto threaded = io::load_text_model<double, coulomb::Porf<double, coulomb::Relu>>(path, options);
+  auto threaded = io::load_text_model<coulomb::Porf<double, coulomb::Relu>>(path, options);
   CHECK(threaded.model.config().num_threads == 2);
   require_same_parameters(loaded.model, threaded.model);
   // The same Draw policy: redrawing from the same generator gives the same Ω.
@@ -218,7 +218,7 @@ void check_rff_round_trip(const std::string& key, bool shared_omega, double band
   coulomb::RffOptions options;
   options.bandwidth = bandwidth;
   options.draw = draw;
-  TextClassifier<S, Map> model(config, Map(4, config.num_features, proto_rng, options), 23);
+  TextClassifier<Map> model(config, Map(4, config.num_features, proto_rng, options), 23);
   for (auto& p : model.parameters()) {
     if (p.name.ends_with(".omega")) *p.value *= S(1.25);
     if (p.name.ends_with(".phases")) p.value->array() += S(0.5);
@@ -238,7 +238,7 @@ void check_rff_round_trip(const std::string& key, bool shared_omega, double band
   CHECK(io::load_model_file<S>(path).metadata_value("feature_map.bandwidth") ==
         io::detail::shortest_decimal(bandwidth));
 
-  auto loaded = io::load_text_model<S, Map>(path);
+  auto loaded = io::load_text_model<Map>(path);
   loaded.model.forward(batch, again);
   CHECK(bitwise_equal(logits, again));
   require_same_parameters(model, loaded.model);
@@ -270,7 +270,7 @@ void check_rff_round_trip(const std::string& key, bool shared_omega, double band
   CHECK(bitwise_equal(model.omega(0), loaded.model.omega(0)));
   // A model of another bandwidth is not overwritten.
   options.bandwidth = 2 * bandwidth;
-  TextClassifier<S, Map> other(config, Map(4, config.num_features, proto_rng, options), 5);
+  TextClassifier<Map> other(config, Map(4, config.num_features, proto_rng, options), 5);
   CHECK_THAT(thrown<coulomb::io_error>([&] { (void)io::load_text_model_into(path, other); }),
              Contains("feature_map.bandwidth is '" + io::detail::shortest_decimal(bandwidth) +
                       "' in the file, the model has '" +
@@ -291,9 +291,9 @@ TEST_CASE("text model: an RFF file with a bad bandwidth or non-finite phases is 
   const coulomb::Vocabulary vocab = small_vocabulary();
   const TextClassifierConfig config = small_config(vocab.size());
   coulomb::Rng rng(2);
-  const TextClassifier<float, Map> model(config, Map(4, config.num_features, rng, {0.5}), 1);
+  const TextClassifier<Map> model(config, Map(4, config.num_features, rng, {0.5}), 1);
   const io::ModelFile<float> good = io::text_model_file(model, vocab, {12, false});
-  CHECK_NOTHROW(io::load_text_model<float, Map>(rebuild(good, {})));
+  CHECK_NOTHROW(io::load_text_model<Map>(rebuild(good, {})));
   const std::vector<std::pair<std::function<void(Meta&)>, std::string>> cases = {
       {[](Meta& m) { m.erase("feature_map.bandwidth"); }, "no metadata 'feature_map.bandwidth'"},
       {[](Meta& m) { m["feature_map.bandwidth"] = "0"; }, "'feature_map.bandwidth' is '0'"},
@@ -305,7 +305,7 @@ TEST_CASE("text model: an RFF file with a bad bandwidth or non-finite phases is 
   for (std::size_t k = 0; k < cases.size(); ++k) {
     INFO("case " << k);
     const std::string what = thrown<coulomb::io_error>(
-        [&] { (void)io::load_text_model<float, Map>(rebuild(good, cases[k].first)); });
+        [&] { (void)io::load_text_model<Map>(rebuild(good, cases[k].first)); });
     CHECK_THAT(what, Contains("edited.clmb") && Contains(cases[k].second));
   }
   // Phases must be finite, as Ω must, even where other parameters may not be.
@@ -316,7 +316,7 @@ TEST_CASE("text model: an RFF file with a bad bandwidth or non-finite phases is 
     return true;
   };
   CHECK_THAT(thrown<coulomb::io_error>(
-                 [&] { (void)io::load_text_model<float, Map>(rebuild(good, {}, {}, poison)); }),
+                 [&] { (void)io::load_text_model<Map>(rebuild(good, {}, {}, poison)); }),
              Contains("tensor '" + phases + "' (a feature map's phases)") &&
                  Contains("non-finite entry nan at (2, 0)"));
 }
@@ -331,25 +331,23 @@ TEST_CASE("text model: loading into other types or another configuration names t
   io::save_text_model(favor_path, model, vocab, {12, false});
 
   // Scalar type.
-  CHECK_THAT(
-      thrown<coulomb::io_error>([&] {
-        (void)(io::load_text_model<double, coulomb::Porf<double, coulomb::Relu>>(favor_path));
-      }),
-      Contains(favor_path) && Contains("scalar type is float32 in the file") &&
-          Contains("expects float64"));
+  CHECK_THAT(thrown<coulomb::io_error>([&] {
+               (void)(io::load_text_model<coulomb::Porf<double, coulomb::Relu>>(favor_path));
+             }),
+             Contains(favor_path) && Contains("scalar type is float32 in the file") &&
+                 Contains("expects float64"));
   // Feature map.
   using FloatRelu = coulomb::Porf<float, coulomb::Relu>;
-  CHECK_THAT(
-      thrown<coulomb::io_error>([&] { (void)(io::load_text_model<float, FloatRelu>(favor_path)); }),
-      Contains("feature map is 'favor' in the file") && Contains("metadata 'feature_map.name'") &&
-          Contains("expects 'porf-relu'"));
+  CHECK_THAT(thrown<coulomb::io_error>([&] { (void)(io::load_text_model<FloatRelu>(favor_path)); }),
+             Contains("feature map is 'favor' in the file") &&
+                 Contains("metadata 'feature_map.name'") && Contains("expects 'porf-relu'"));
   // Softmax attention has no feature map: any map type loads it.
   TextClassifierConfig softmax = config;
   softmax.attention = AttentionKind::softmax;
   FavorModel softmax_model(softmax, 2);
   const std::string softmax_path = dir.file("softmax.clmb");
   io::save_text_model(softmax_path, softmax_model, vocab, {12, false});
-  auto as_relu = io::load_text_model<float, FloatRelu>(softmax_path);
+  auto as_relu = io::load_text_model<FloatRelu>(softmax_path);
   CHECK(as_relu.model.num_omegas() == 0);
   CHECK(as_relu.model.num_parameters() == softmax_model.num_parameters());
 

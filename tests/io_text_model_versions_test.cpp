@@ -44,7 +44,7 @@ TEST_CASE("text model: the pair head is saved as version 2, mean pooling still a
   ScratchDir dir("pair_head");
   const std::string path = dir.file("pair.clmb");
   io::save_text_model(path, model, vocab, enc_options, kMetadata);
-  auto loaded = io::load_text_model<float, coulomb::FavorPlus<float>>(path);
+  auto loaded = io::load_text_model<coulomb::FavorPlus<float>>(path);
   CHECK(loaded.header.config.pooling == coulomb::nn::PoolingKind::pair);
   CHECK(loaded.header.config.pair_hidden == 6);
   CHECK(loaded.header.config.pair_alignment);
@@ -122,7 +122,7 @@ TEST_CASE("text model: the pair head with overlap features is saved as version 3
   ScratchDir dir("pair_overlap");
   const std::string path = dir.file("overlap.clmb");
   io::save_text_model(path, model, vocab, enc_options, kMetadata);
-  auto loaded = io::load_text_model<float, coulomb::FavorPlus<float>>(path);
+  auto loaded = io::load_text_model<coulomb::FavorPlus<float>>(path);
   CHECK(loaded.header.config.pair_overlap);
   Matrix<float> again;
   loaded.model.forward(batch, again);
@@ -213,7 +213,7 @@ TEST_CASE("text model: the committed version-1 fixtures still load and save back
     CHECK(header.config.use_segments == pair);
     CHECK(header.encoder.max_length == (pair ? 16 : 8));
     CHECK(header.metadata.at("columns") == (pair ? "pair" : "single"));
-    auto loaded = io::load_text_model<float, coulomb::FavorPlus<float>>(path);
+    auto loaded = io::load_text_model<coulomb::FavorPlus<float>>(path);
     const Bytes resaved = io::model_file_bytes(io::text_model_file(
         loaded.model, loaded.vocabulary, loaded.header.encoder, loaded.header.metadata));
     const std::string on_disk = coulomb::io::read_file(path);
@@ -229,7 +229,7 @@ TEST_CASE("text model: the committed version-1 fixtures still load and save back
   CHECK(header.scalar == io::ScalarType::float64);
   CHECK(header.feature_map == io::FeatureMapSpec{"porf-relu", coulomb::Draw::iid, 0.1});
   CHECK(header.encoder == coulomb::EncoderOptions{12, true});
-  auto loaded = io::load_text_model<double, coulomb::Porf<double, coulomb::Relu>>(path);
+  auto loaded = io::load_text_model<coulomb::Porf<double, coulomb::Relu>>(path);
   CHECK(io::model_file_bytes(io::text_model_file(loaded.model, loaded.vocabulary,
                                                  loaded.header.encoder, loaded.header.metadata)) ==
         io::model_file_bytes(io::load_model_file<double>(path)));
@@ -278,7 +278,7 @@ TEST_CASE("TextModel_EveryPathLoaderReadsAFifoOnce", "[io][text_model][fifo]") {
   };
 
   auto loaded = through_fifo(bytes, [](const std::string& path) {
-    return io::load_text_model<float, coulomb::FavorPlus<float>>(path);
+    return io::load_text_model<coulomb::FavorPlus<float>>(path);
   });
   loaded.model.forward(batch, again);
   CHECK(bitwise_equal(logits, again));
@@ -307,7 +307,7 @@ TEST_CASE("TextModel_EveryPathLoaderReadsAFifoOnce", "[io][text_model][fifo]") {
   const std::string garbage = "label\tsentence\n1\tnot a model at all\n";
   CHECK_THAT(thrown<coulomb::io_error>([&] {
                (void)through_fifo(garbage, [](const std::string& path) {
-                 return io::load_text_model<float, coulomb::FavorPlus<float>>(path);
+                 return io::load_text_model<coulomb::FavorPlus<float>>(path);
                });
              }),
              Contains("'" + fifo + "'") && Contains("wrong magic bytes"));

@@ -30,7 +30,7 @@ namespace {
 
 using coulomb::Index;
 using coulomb_test::Mat;
-using Model = coulomb::nn::TextClassifier<double, coulomb::SoftmaxFeat<double>>;
+using Model = coulomb::nn::TextClassifier<coulomb::SoftmaxFeat<double>>;
 
 coulomb::nn::TextClassifierConfig tied_shared_config() {
   coulomb::nn::TextClassifierConfig c;
@@ -105,7 +105,7 @@ TEST_CASE("NnTextClassifier_FloatAgreesWithDouble", "[nn][model][float]") {
     c.num_features = 16;
     c.attention = kind;
     c.num_threads = 1;
-    coulomb::nn::TextClassifier<float, coulomb::SoftmaxFeat<float>> single(c, 71);
+    coulomb::nn::TextClassifier<coulomb::SoftmaxFeat<float>> single(c, 71);
     Model reference(c, 71);
     const auto ps = single.parameters();
     const auto pd = reference.parameters();

@@ -45,7 +45,7 @@ using coulomb_nn_test::mask_of;
 using coulomb_nn_test::weighted_sum;
 using coulomb_test::gaussian;
 using coulomb_test::Mat;
-using Model = coulomb::nn::TextClassifier<double, coulomb::FavorPlus<double>>;
+using Model = coulomb::nn::TextClassifier<coulomb::FavorPlus<double>>;
 
 TextClassifierConfig small_config() {
   TextClassifierConfig c;

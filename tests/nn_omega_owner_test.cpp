@@ -80,7 +80,7 @@ void require_one_copy(Model& model) {
 
 TEST_CASE("NnOmegaOwner_ParameterViewIsTheMapsStorage", "[nn][model][omega]") {
   coulomb::Rng rng = coulomb_test::test_rng("NnOmegaOwner_ParameterViewIsTheMapsStorage");
-  using Model = coulomb::nn::TextClassifier<double, coulomb::FavorPlus<double>>;
+  using Model = coulomb::nn::TextClassifier<coulomb::FavorPlus<double>>;
   for (const bool shared : {false, true}) {
     INFO("shared " << shared);
     const TextClassifierConfig c = small_config(shared);
@@ -105,7 +105,7 @@ TEST_CASE("NnOmegaOwner_ParameterViewIsTheMapsStorage", "[nn][model][omega]") {
 
 TEST_CASE("NnOmegaOwner_TrainingUpdatesTheOneCopy", "[nn][model][omega]") {
   coulomb::Rng rng = coulomb_test::test_rng("NnOmegaOwner_TrainingUpdatesTheOneCopy");
-  using Model = coulomb::nn::TextClassifier<double, coulomb::FavorPlus<double>>;
+  using Model = coulomb::nn::TextClassifier<coulomb::FavorPlus<double>>;
   for (const bool shared : {false, true}) {
     INFO("shared " << shared);
     const TextClassifierConfig c = small_config(shared);
@@ -137,7 +137,7 @@ TEST_CASE("NnOmegaOwner_TrainingUpdatesTheOneCopy", "[nn][model][omega]") {
 
 TEST_CASE("NnOmegaOwner_CopiesAndMovesKeepOneCopyEach", "[nn][model][omega]") {
   coulomb::Rng rng = coulomb_test::test_rng("NnOmegaOwner_CopiesAndMovesKeepOneCopyEach");
-  using Model = coulomb::nn::TextClassifier<double, coulomb::FavorPlus<double>>;
+  using Model = coulomb::nn::TextClassifier<coulomb::FavorPlus<double>>;
   for (const bool shared : {false, true}) {
     INFO("shared " << shared);
     const TextClassifierConfig c = small_config(shared);
@@ -172,7 +172,7 @@ TEST_CASE("NnOmegaOwner_CopiesAndMovesKeepOneCopyEach", "[nn][model][omega]") {
 }
 
 TEST_CASE("NnOmegaOwner_RffPhasesAreTheMapsStorage", "[nn][model][omega]") {
-  using Model = coulomb::nn::TextClassifier<float, coulomb::Rff<float>>;
+  using Model = coulomb::nn::TextClassifier<coulomb::Rff<float>>;
   for (const bool shared : {false, true}) {
     INFO("shared " << shared);
     Model model(small_config(shared), 11);

@@ -306,7 +306,7 @@ struct SoftmaxFeat {
   using rebind = SoftmaxFeat<T>;
   using Map = coulomb::SoftmaxFeat<S>;
   static Map make(Index d, Index m, coulomb::Rng& rng, Draw draw = Draw::orthogonal_chi) {
-    return Map(d, m, rng, coulomb::SoftmaxFeatureOptions{draw});
+    return Map(d, m, rng, coulomb::SoftmaxFeatOptions{draw});
   }
 };
 
@@ -316,7 +316,7 @@ struct SoftmaxFeatJoint {
   using rebind = SoftmaxFeatJoint<T>;
   using Map = coulomb::SoftmaxFeatJoint<S>;
   static Map make(Index d, Index m, coulomb::Rng& rng, Draw draw = Draw::orthogonal_chi) {
-    return Map(d, m, rng, coulomb::SoftmaxFeatureOptions{draw});
+    return Map(d, m, rng, coulomb::SoftmaxFeatOptions{draw});
   }
 };
 
@@ -326,7 +326,7 @@ struct SoftmaxFeatSeparate {
   using rebind = SoftmaxFeatSeparate<T>;
   using Map = coulomb::SoftmaxFeatSeparate<S>;
   static Map make(Index d, Index m, coulomb::Rng& rng, Draw draw = Draw::orthogonal_chi) {
-    return Map(d, m, rng, coulomb::SoftmaxFeatureOptions{draw});
+    return Map(d, m, rng, coulomb::SoftmaxFeatOptions{draw});
   }
 };
 

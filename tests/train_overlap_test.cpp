@@ -25,7 +25,7 @@ using coulomb::Index;
 using coulomb::Matrix;
 using coulomb::nn::TextClassifierConfig;
 // float, as the examples train it (and as the other training tests instantiate it).
-using Model = coulomb::nn::TextClassifier<float, coulomb::FavorPlus<float>>;
+using Model = coulomb::nn::TextClassifier<coulomb::FavorPlus<float>>;
 
 // Pairs of 4 to 8 words from 30: a paraphrase (label 1) keeps a's words with one or two
 // replaced, a non-paraphrase (label 0) is drawn afresh. Overlap decides the label, up to noise.

@@ -59,7 +59,7 @@ using coulomb::train::PhaseAOptions;
 using coulomb::train::PhaseAReport;
 using coulomb::train::PhaseBHistory;
 using coulomb::train::PhaseBOptions;
-using Model = coulomb::nn::TextClassifier<float, coulomb::FavorPlus<float>>;
+using Model = coulomb::nn::TextClassifier<coulomb::FavorPlus<float>>;
 using coulomb_test::ScratchDir;
 
 /// `n` sequences of 2 to 8 tokens from [3, 16); label 1 when token 2 occurs (about half of

@@ -36,7 +36,7 @@ using coulomb::nn::TextClassifierConfig;
 using coulomb::train::PhaseAOptions;
 using coulomb::train::PhaseARepresentation;
 using coulomb::train::PhaseBOptions;
-using Model = coulomb::nn::TextClassifier<float, coulomb::FavorPlus<float>>;
+using Model = coulomb::nn::TextClassifier<coulomb::FavorPlus<float>>;
 
 constexpr Index vocab = 24;
 constexpr coulomb::TokenId marker = 4;  // the token whose presence is the label

@@ -8,7 +8,7 @@
 //      MRPC and QQP layouts);
 //   2. hold out a seeded fraction of the training split as the development set; build the
 //      vocabulary from the rest of the training split only; encode every split;
-//   3. build a TextClassifier<float, Map> for the feature map named on the command line;
+//   3. build a TextClassifier<Map> for the feature map named on the command line;
 //   4. learned kernel: Phase A (train/phase_a.hpp) learns Ω and freezes it; vanilla: Ω stays at
 //      its random draw, frozen; softmax attention: no Ω;
 //   5. Phase B (train/phase_b.hpp) with early stopping on the development set;
@@ -336,7 +336,7 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
                                               const TextExperimentData& data,
                                               const TextExperimentHooks& hooks = {}) {
   using coulomb::Index;
-  using Model = coulomb::nn::TextClassifier<float, Map>;
+  using Model = coulomb::nn::TextClassifier<Map>;
   const auto start = std::chrono::steady_clock::now();
   auto note = [&](const std::string& text) {
     if (hooks.message) hooks.message(text);
@@ -640,8 +640,7 @@ extern template TextExperimentResult run_text_experiment_with<coulomb::Rff<float
     const TextExperimentConfig&, const TextExperimentData&, const TextExperimentHooks&);
 extern template TextExperimentResult run_text_experiment_with<coulomb::RffCosSin<float>>(
     const TextExperimentConfig&, const TextExperimentData&, const TextExperimentHooks&);
-extern template TextExperimentResult
-run_text_experiment_with<coulomb::SoftmaxFeatures<float, coulomb::SoftmaxForm::plain>>(
+extern template TextExperimentResult run_text_experiment_with<coulomb::SoftmaxFeat<float>>(
     const TextExperimentConfig&, const TextExperimentData&, const TextExperimentHooks&);
 #endif
 

@@ -21,8 +21,7 @@ template TextExperimentResult run_text_experiment_with<coulomb::Rff<float>>(
     const TextExperimentConfig&, const TextExperimentData&, const TextExperimentHooks&);
 template TextExperimentResult run_text_experiment_with<coulomb::RffCosSin<float>>(
     const TextExperimentConfig&, const TextExperimentData&, const TextExperimentHooks&);
-template TextExperimentResult
-run_text_experiment_with<coulomb::SoftmaxFeatures<float, coulomb::SoftmaxForm::plain>>(
+template TextExperimentResult run_text_experiment_with<coulomb::SoftmaxFeat<float>>(
     const TextExperimentConfig&, const TextExperimentData&, const TextExperimentHooks&);
 
 }  // namespace coulomb_examples

@@ -5,11 +5,13 @@
 /// coulomb learns the random-feature kernel of linear attention from labels (Badiei Khuzani et
 /// al., *A Coulomb Particle Model for Learning Kernel Attention in Transformers*, 2026).
 /// Folders follow the paper: features/ (random feature maps, §1), particles/ (alignment,
-/// Riesz repulsion, the Hamiltonian and projected Langevin dynamics, §2–3), and, as they land,
-/// attention/, nn/, train/; text/ stands beside them (TSV datasets, tokenizer, vocabulary,
-/// batching, perturbations), and so do metrics/ (accuracy, MCC, F1, ECE, log loss, Brier) and
-/// data/ (generated sequence tasks: ListOps, MQAR). text/gzip.hpp needs zlib and is not
-/// included here: include it yourself and link coulomb::gzip.
+/// Riesz repulsion, the Hamiltonian and projected Langevin dynamics, §2–3), attention/ (linear
+/// and softmax attention), nn/ (the Transformer), train/ (Phase A and Phase B, §4); beside them
+/// core/ (shared types and helpers), baselines/ (linear classifiers on fixed features), text/
+/// (TSV datasets, tokenizer, vocabulary, batching, perturbations), metrics/ (accuracy, MCC, F1,
+/// ECE, log loss, Brier), io/ (model files) and data/ (generated sequence tasks: ListOps, MQAR).
+/// docs/index.md draws the layout. text/gzip.hpp needs zlib and is not included here: include
+/// it yourself and link coulomb::gzip.
 #pragma once
 
 #include "attention/layout.hpp"

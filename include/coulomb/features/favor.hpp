@@ -33,15 +33,16 @@ struct FavorOptions {
   Draw draw = Draw::orthogonal_chi;  ///< how Ω is drawn (and redrawn)
 };
 
-/// FAVOR+ random features estimating the softmax kernel exp(xᵀy). Satisfies FeatureMap.
-template <typename ScalarT, FavorForm Form = FavorForm::positive>
-class Favor : public FeatureMapBase<Favor<ScalarT, Form>, ScalarT> {
-  using Base = FeatureMapBase<Favor<ScalarT, Form>, ScalarT>;
+/// FAVOR+ random features estimating the softmax kernel exp(xᵀy) (the family; see the file
+/// comment). Satisfies FeatureMap. Its maps are FavorPlus<S> and FavorHyperbolic<S>; name() is
+/// that name.
+template <typename Scalar, FavorForm Form>
+class Favor : public FeatureMapBase<Favor<Scalar, Form>, Scalar> {
+  using Base = FeatureMapBase<Favor<Scalar, Form>, Scalar>;
   friend Base;
 
  public:
   using typename Base::MatrixType;  ///< Matrix<Scalar>
-  using typename Base::Scalar;      ///< float or double
   using typename Base::VectorType;  ///< Vector<Scalar>
 
   static constexpr bool is_positive = true;             ///< see feature_map_traits
@@ -52,9 +53,9 @@ class Favor : public FeatureMapBase<Favor<ScalarT, Form>, ScalarT> {
   static constexpr Index outputs_per_particle = Form == FavorForm::hyperbolic ? 2 : 1;
   static constexpr FavorForm form = Form;  ///< the form chosen by the template argument
 
-  /// The map's name, used in error messages.
+  /// The map's name (its alias's), used in error messages.
   static constexpr const char* name() noexcept {
-    return Form == FavorForm::hyperbolic ? "FavorHyperbolic" : "Favor";
+    return Form == FavorForm::hyperbolic ? "FavorHyperbolic" : "FavorPlus";
   }
 
   /// m particles in dimension d, drawn from `rng`.

@@ -245,7 +245,7 @@ class FeatureMapBase {
   void backward_input(const Eigen::MatrixBase<D>& X, const MatrixType& Phi, const MatrixType& dPhi,
                       MatrixType& dX) const {
     BackwardWorkspace<Scalar> workspace;
-    backward_input(X, Phi, dPhi, dX, workspace);
+    backward_into(X, Phi, dPhi, &dX, nullptr, workspace, "backward_input");
   }
 
   /// backward_input with caller-owned scratch memory: no allocation once `workspace` (and dX)
@@ -253,11 +253,7 @@ class FeatureMapBase {
   template <typename D>
   void backward_input(const Eigen::MatrixBase<D>& X, const MatrixType& Phi, const MatrixType& dPhi,
                       MatrixType& dX, BackwardWorkspace<Scalar>& workspace) const {
-    check_backward(X, Phi, dPhi, "backward_input");
-    derived().backward_impl(X, Phi, dPhi, workspace.dZ);
-    dX.noalias() = workspace.dZ * omega_;
-    derived().input_correction(X, Phi, dPhi, dX);
-    check_gradient(X, dPhi, dX, "dX", "backward_input");
+    backward_into(X, Phi, dPhi, &dX, nullptr, workspace, "backward_input");
   }
 
   /// dOmega = ∂L/∂Ω (m×d) given dPhi = ∂L/∂Φ, where Phi is the output of map(X, Phi, s).
@@ -265,17 +261,14 @@ class FeatureMapBase {
   void backward_params(const Eigen::MatrixBase<D>& X, const MatrixType& Phi, const MatrixType& dPhi,
                        MatrixType& dOmega) const {
     BackwardWorkspace<Scalar> workspace;
-    backward_params(X, Phi, dPhi, dOmega, workspace);
+    backward_into(X, Phi, dPhi, nullptr, &dOmega, workspace, "backward_params");
   }
 
   /// backward_params with caller-owned scratch memory (see backward_input).
   template <typename D>
   void backward_params(const Eigen::MatrixBase<D>& X, const MatrixType& Phi, const MatrixType& dPhi,
                        MatrixType& dOmega, BackwardWorkspace<Scalar>& workspace) const {
-    check_backward(X, Phi, dPhi, "backward_params");
-    derived().backward_impl(X, Phi, dPhi, workspace.dZ);
-    dOmega.noalias() = workspace.dZ.transpose() * X;
-    check_gradient(X, dPhi, dOmega, "dOmega", "backward_params");
+    backward_into(X, Phi, dPhi, nullptr, &dOmega, workspace, "backward_params");
   }
 
   /// Both gradients at once (one shared ∂L/∂(XΩᵀ) instead of two): dX = ∂L/∂X, dOmega = ∂L/∂Ω.
@@ -283,20 +276,14 @@ class FeatureMapBase {
   void backward(const Eigen::MatrixBase<D>& X, const MatrixType& Phi, const MatrixType& dPhi,
                 MatrixType& dX, MatrixType& dOmega) const {
     BackwardWorkspace<Scalar> workspace;
-    backward(X, Phi, dPhi, dX, dOmega, workspace);
+    backward_into(X, Phi, dPhi, &dX, &dOmega, workspace, "backward");
   }
 
   /// backward with caller-owned scratch memory (see backward_input).
   template <typename D>
   void backward(const Eigen::MatrixBase<D>& X, const MatrixType& Phi, const MatrixType& dPhi,
                 MatrixType& dX, MatrixType& dOmega, BackwardWorkspace<Scalar>& workspace) const {
-    check_backward(X, Phi, dPhi, "backward");
-    derived().backward_impl(X, Phi, dPhi, workspace.dZ);
-    dX.noalias() = workspace.dZ * omega_;
-    derived().input_correction(X, Phi, dPhi, dX);
-    dOmega.noalias() = workspace.dZ.transpose() * X;
-    check_gradient(X, dPhi, dX, "dX", "backward");
-    check_gradient(X, dPhi, dOmega, "dOmega", "backward");
+    backward_into(X, Phi, dPhi, &dX, &dOmega, workspace, "backward");
   }
 
   /// Draws new particles (and phases) from `rng` with the map's Draw policy, keeping m and d.
@@ -315,6 +302,32 @@ class FeatureMapBase {
 
  protected:
   FeatureMapBase() = default;
+
+  /// The backward of every overload: ∂L/∂Z (Z = XΩᵀ) once, then dX = ∂L/∂Z Ω plus the map's
+  /// input correction (dX non-null) and dOmega = ∂L/∂Zᵀ X (dOmega non-null), each checked.
+  template <typename D>
+  void backward_into(const Eigen::MatrixBase<D>& X, const MatrixType& Phi, const MatrixType& dPhi,
+                     MatrixType* dX, MatrixType* dOmega, BackwardWorkspace<Scalar>& workspace,
+                     const char* function) const {
+    check_backward(X, Phi, dPhi, function);
+    derived().backward_impl(X, Phi, dPhi, workspace.dZ);
+    if (dX != nullptr) {
+      dX->noalias() = workspace.dZ * omega_;
+      derived().input_correction(X, Phi, dPhi, *dX);
+    }
+    if (dOmega != nullptr) dOmega->noalias() = workspace.dZ.transpose() * X;
+    if (dX != nullptr) check_gradient(X, dPhi, *dX, "dX", function);
+    if (dOmega != nullptr) check_gradient(X, dPhi, *dOmega, "dOmega", function);
+  }
+
+  /// The start of a map_impl without a shift: Φ sized n × output_dim(), *log_scale (when
+  /// asked for) n zeros. Returns false when X has no rows, so there is nothing more to do.
+  template <typename D>
+  bool start_map(const Eigen::MatrixBase<D>& X, MatrixType& Phi, VectorType* log_scale) const {
+    Phi.resize(X.rows(), output_dim());
+    if (log_scale) log_scale->setZero(X.rows());
+    return X.rows() > 0;
+  }
 
   /// Validates sizes, then draws Ω with `draw`.
   template <std::uniform_random_bit_generator G>

@@ -47,10 +47,12 @@ struct PorfOptions {
   double epsilon = 0.0;              ///< additive floor ε >= 0 (softplus and relu only)
 };
 
-/// Positive orthogonal random features with activation `Activation` ∈ {Exp, Softplus, Relu}.
-template <typename ScalarT, typename Activation>
-class Porf : public FeatureMapBase<Porf<ScalarT, Activation>, ScalarT> {
-  using Base = FeatureMapBase<Porf<ScalarT, Activation>, ScalarT>;
+/// Positive orthogonal random features with activation `Activation` ∈ {Exp, Softplus, Relu}
+/// (the family; see the file comment). Its maps are PorfExp<S>, PorfSoftplus<S> and
+/// PorfRelu<S>; name() is that name.
+template <typename Scalar, typename Activation>
+class Porf : public FeatureMapBase<Porf<Scalar, Activation>, Scalar> {
+  using Base = FeatureMapBase<Porf<Scalar, Activation>, Scalar>;
   friend Base;
   static constexpr bool is_exp = std::is_same_v<Activation, Exp>;
   static_assert(is_exp || std::is_same_v<Activation, Softplus> || std::is_same_v<Activation, Relu>,
@@ -58,7 +60,6 @@ class Porf : public FeatureMapBase<Porf<ScalarT, Activation>, ScalarT> {
 
  public:
   using typename Base::MatrixType;     ///< Matrix<Scalar>
-  using typename Base::Scalar;         ///< float or double
   using typename Base::VectorType;     ///< Vector<Scalar>
   using activation_type = Activation;  ///< the activation policy (Exp, Softplus or Relu)
 
@@ -70,7 +71,7 @@ class Porf : public FeatureMapBase<Porf<ScalarT, Activation>, ScalarT> {
   /// D / m; see feature_map_traits
   static constexpr Index outputs_per_particle = 1;
 
-  /// The map's name, used in error messages.
+  /// The map's name (its alias's), used in error messages.
   static constexpr const char* name() noexcept {
     if constexpr (is_exp)
       return "PorfExp";
@@ -133,11 +134,8 @@ class Porf : public FeatureMapBase<Porf<ScalarT, Activation>, ScalarT> {
     if constexpr (is_exp) {
       detail::exp_features<Scalar>(X, this->omega_, false, stabilizer, Phi, log_scale);
     } else {
-      const Index n = X.rows();
+      if (!this->start_map(X, Phi, log_scale)) return;
       const Index m = this->num_particles();
-      Phi.resize(n, m);
-      if (log_scale) log_scale->setZero(n);
-      if (n == 0) return;
       Phi.noalias() = X * this->omega_.transpose();
       const Scalar c = static_cast<Scalar>(1.0 / std::sqrt(static_cast<double>(m)));
       const Scalar floor = static_cast<Scalar>(epsilon_);

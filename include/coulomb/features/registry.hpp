@@ -61,7 +61,7 @@ inline constexpr std::tuple feature_map_registry{
         {.key = "porf-softplus", .takes_epsilon = true, .label = "PORF-softplus"}},
     FeatureMapEntry<Porf<S, Relu>, PorfOptions>{
         {.key = "porf-relu", .takes_epsilon = true, .label = "PORF-relu"}},
-    FeatureMapEntry<SoftmaxFeatures<S, SoftmaxForm::plain>, SoftmaxFeatureOptions>{
+    FeatureMapEntry<SoftmaxFeat<S>, SoftmaxFeatOptions>{
         {.key = "softmax-feat", .label = "softmaxfeat"}},
     FeatureMapEntry<Rff<S>, RffOptions>{{.key = "rff", .takes_bandwidth = true, .label = "RFF"}},
     FeatureMapEntry<RffCosSin<S>, RffOptions>{
@@ -119,7 +119,7 @@ static_assert(feature_map_registry_is_unique,
 
 /// The stable key of feature map type `Map` (its row in feature_map_registry), or an empty
 /// view for a map that is not registered: "favor" (FavorPlus), "porf-exp", "porf-softplus",
-/// "porf-relu" (Porf), "softmax-feat" (SoftmaxFeatures, plain form), "rff" (Rff),
+/// "porf-relu" (Porf), "softmax-feat" (SoftmaxFeat), "rff" (Rff),
 /// "rff-cos-sin" (RffCosSin), for float and double alike.
 template <typename Map>
 constexpr std::string_view feature_map_name() noexcept {
@@ -188,7 +188,7 @@ decltype(auto) dispatch_feature_map_from(std::string_view name, F&& f) {
 ///
 ///     dispatch_feature_map<float>(name, [&](auto tag) {
 ///       using Map = typename decltype(tag)::type;
-///       nn::TextClassifier<float, Map> model(config, seed);
+///       nn::TextClassifier<Map> model(config, seed);
 ///       ...
 ///     });
 template <RealScalar S, typename F>

@@ -2,9 +2,9 @@
 /// @file features/softmax_features.hpp
 /// @brief softmax-feat: a softmax over the random projections Ωx.
 ///
-///   SoftmaxForm::plain:              φ(x) = softmax(Ωx)                        (D = m)
-///   SoftmaxForm::symmetric_joint:    φ(x) = softmax([Ωx, −Ωx])                 (D = 2m)
-///   SoftmaxForm::symmetric_separate: φ(x) = [softmax(Ωx), softmax(−Ωx)] / √2   (D = 2m)
+///   SoftmaxFeatForm::plain:              φ(x) = softmax(Ωx)                        (D = m)
+///   SoftmaxFeatForm::symmetric_joint:    φ(x) = softmax([Ωx, −Ωx])                 (D = 2m)
+///   SoftmaxFeatForm::symmetric_separate: φ(x) = [softmax(Ωx), softmax(−Ωx)] / √2   (D = 2m)
 /// Each softmax is over the features of one input, so every row sums to 1 (to √2 for the
 /// separate form) and its largest entry is at least 1/D: the attention denominator can never
 /// vanish. The kernel is defined by its expectation; there is no closed form. The softmax is
@@ -24,26 +24,27 @@
 namespace coulomb {
 
 /// Which softmax-feature form.
-enum class SoftmaxForm {
+enum class SoftmaxFeatForm {
   plain,              ///< softmax(Ωx)
   symmetric_joint,    ///< one softmax over [Ωx, −Ωx]
   symmetric_separate  ///< [softmax(Ωx), softmax(−Ωx)]/√2
 };
 
-/// Construction options of SoftmaxFeatures.
-struct SoftmaxFeatureOptions {
+/// Construction options of SoftmaxFeat.
+struct SoftmaxFeatOptions {
   Draw draw = Draw::orthogonal_chi;  ///< how Ω is drawn (and redrawn)
 };
 
-/// Softmax random features. Satisfies FeatureMap.
-template <typename ScalarT, SoftmaxForm Form = SoftmaxForm::plain>
-class SoftmaxFeatures : public FeatureMapBase<SoftmaxFeatures<ScalarT, Form>, ScalarT> {
-  using Base = FeatureMapBase<SoftmaxFeatures<ScalarT, Form>, ScalarT>;
+/// Softmax random features (the family; see the file comment). Satisfies FeatureMap. Its maps
+/// are SoftmaxFeat<S> (the plain form, the default), SoftmaxFeatJoint<S> and
+/// SoftmaxFeatSeparate<S>; name() is that name.
+template <typename Scalar, SoftmaxFeatForm Form = SoftmaxFeatForm::plain>
+class SoftmaxFeat : public FeatureMapBase<SoftmaxFeat<Scalar, Form>, Scalar> {
+  using Base = FeatureMapBase<SoftmaxFeat<Scalar, Form>, Scalar>;
   friend Base;
 
  public:
   using typename Base::MatrixType;  ///< Matrix<Scalar>
-  using typename Base::Scalar;      ///< float or double
   using typename Base::VectorType;  ///< Vector<Scalar>
 
   static constexpr bool is_positive = true;              ///< see feature_map_traits
@@ -51,35 +52,34 @@ class SoftmaxFeatures : public FeatureMapBase<SoftmaxFeatures<ScalarT, Form>, Sc
   static constexpr bool has_phases = false;              ///< see feature_map_traits
   static constexpr bool is_stabilizable = false;         ///< see feature_map_traits
   /// D / m; see feature_map_traits
-  static constexpr Index outputs_per_particle = Form == SoftmaxForm::plain ? 1 : 2;
-  static constexpr SoftmaxForm form = Form;  ///< the form chosen by the template argument
+  static constexpr Index outputs_per_particle = Form == SoftmaxFeatForm::plain ? 1 : 2;
+  static constexpr SoftmaxFeatForm form = Form;  ///< the form chosen by the template argument
 
-  /// The map's name, used in error messages.
+  /// The map's name (its type's or alias's), used in error messages.
   static constexpr const char* name() noexcept {
-    if constexpr (Form == SoftmaxForm::plain)
-      return "SoftmaxFeatures";
-    else if constexpr (Form == SoftmaxForm::symmetric_joint)
-      return "SoftmaxFeaturesJoint";
+    if constexpr (Form == SoftmaxFeatForm::plain)
+      return "SoftmaxFeat";
+    else if constexpr (Form == SoftmaxFeatForm::symmetric_joint)
+      return "SoftmaxFeatJoint";
     else
-      return "SoftmaxFeaturesSeparate";
+      return "SoftmaxFeatSeparate";
   }
 
   /// m particles in dimension d, drawn from `rng`.
   template <std::uniform_random_bit_generator G>
-  SoftmaxFeatures(Index input_dim, Index num_particles, G& rng,
-                  SoftmaxFeatureOptions options = {}) {
+  SoftmaxFeat(Index input_dim, Index num_particles, G& rng, SoftmaxFeatOptions options = {}) {
     this->init_random(input_dim, num_particles, options.draw, rng);
   }
 
   /// Given particles Ω (m×d).
   template <typename D>
-  explicit SoftmaxFeatures(const Eigen::MatrixBase<D>& omega, SoftmaxFeatureOptions options = {}) {
+  explicit SoftmaxFeat(const Eigen::MatrixBase<D>& omega, SoftmaxFeatOptions options = {}) {
     this->init_given(omega, options.draw);
   }
 
  private:
   static constexpr double group_scale() noexcept {
-    return Form == SoftmaxForm::symmetric_separate ? 0.70710678118654752440 : 1.0;
+    return Form == SoftmaxFeatForm::symmetric_separate ? 0.70710678118654752440 : 1.0;
   }
 
   /// Rows [r0, r0 + rows) of columns [begin, begin + count) become
@@ -97,22 +97,23 @@ class SoftmaxFeatures : public FeatureMapBase<SoftmaxFeatures<ScalarT, Form>, Sc
     }
   }
 
-  /// Rows [r0, r0 + rows) of columns [begin, begin + count) times scale / row_sum.
+  /// Rows [r0, r0 + rows) of columns [begin, begin + count) times scale / row_sum, flushed: a
+  /// normal exponential divided by the sum (and by √2) can fall below the normal range.
   static void scale_group(MatrixType& Phi, Index r0, Index rows, Index begin, Index count,
                           VectorType& row_sum, Scalar scale) {
     row_sum = scale * row_sum.cwiseInverse();
-    for (Index j = begin; j < begin + count; ++j)
-      Phi.col(j).segment(r0, rows).array() *= row_sum.array();
+    for (Index j = begin; j < begin + count; ++j) {
+      auto out = Phi.col(j).segment(r0, rows).array();
+      out = (out * row_sum.array()).unaryExpr(detail::FlushSubnormal<Scalar>{});
+    }
   }
 
   template <typename D>
   void map_impl(const Eigen::MatrixBase<D>& X, MatrixType& Phi, Stabilizer,
                 VectorType* log_scale) const {
+    if (!this->start_map(X, Phi, log_scale)) return;
     const Index n = X.rows();
     const Index m = this->num_particles();
-    Phi.resize(n, this->output_dim());
-    if (log_scale) log_scale->setZero(n);
-    if (n == 0) return;
     // One GEMM, then every elementwise pass (row max, exp and row sum, normalization) on a
     // block of rows that stays in cache. The negative group of the symmetric forms is written
     // first, from Z, so that the positive group can then replace Z in place.
@@ -124,11 +125,11 @@ class SoftmaxFeatures : public FeatureMapBase<SoftmaxFeatures<ScalarT, Form>, Sc
     VectorType row_sum_neg(block);
     for (Index r0 = 0; r0 < n; r0 += block) {
       const Index rows = std::min(block, n - r0);
-      if constexpr (Form == SoftmaxForm::plain) {
+      if constexpr (Form == SoftmaxFeatForm::plain) {
         detail::block_row_max(Phi, r0, rows, m, false, row_max.head(rows));
         softmax_group(Phi, r0, rows, 0, m, Scalar(1), row_max, row_sum);
         scale_group(Phi, r0, rows, 0, m, row_sum, scale);
-      } else if constexpr (Form == SoftmaxForm::symmetric_joint) {
+      } else if constexpr (Form == SoftmaxFeatForm::symmetric_joint) {
         // One softmax over [z, −z]: its maximum is max_j |z_j|.
         detail::block_row_max(Phi, r0, rows, m, true, row_max.head(rows));
         softmax_group(Phi, r0, rows, m, m, Scalar(-1), row_max, row_sum_neg);
@@ -167,7 +168,7 @@ class SoftmaxFeatures : public FeatureMapBase<SoftmaxFeatures<ScalarT, Form>, Sc
     const Scalar scale = static_cast<Scalar>(group_scale());
     dZ.resize(Phi.rows(), m);
     VectorType dot;
-    if constexpr (Form == SoftmaxForm::plain) {
+    if constexpr (Form == SoftmaxFeatForm::plain) {
       group_dot(Phi, dPhi, 0, m, scale, dot);
       for (Index j = 0; j < m; ++j)
         dZ.col(j).array() = Phi.col(j).array() * (dPhi.col(j).array() - dot.array());
@@ -175,13 +176,13 @@ class SoftmaxFeatures : public FeatureMapBase<SoftmaxFeatures<ScalarT, Form>, Sc
       // u = [z, −z]: ∂L/∂z_j = ∂L/∂u_j − ∂L/∂u_{m+j}, each from its group's dot product (one
       // group over all 2m columns for the joint form, one per half for the separate form).
       VectorType dot_neg;
-      if constexpr (Form == SoftmaxForm::symmetric_joint) {
+      if constexpr (Form == SoftmaxFeatForm::symmetric_joint) {
         group_dot(Phi, dPhi, 0, 2 * m, scale, dot);
       } else {
         group_dot(Phi, dPhi, 0, m, scale, dot);
         group_dot(Phi, dPhi, m, m, scale, dot_neg);
       }
-      const VectorType& neg = Form == SoftmaxForm::symmetric_joint ? dot : dot_neg;
+      const VectorType& neg = Form == SoftmaxFeatForm::symmetric_joint ? dot : dot_neg;
       for (Index j = 0; j < m; ++j)
         dZ.col(j).array() = Phi.col(j).array() * (dPhi.col(j).array() - dot.array()) -
                             Phi.col(m + j).array() * (dPhi.col(m + j).array() - neg.array());
@@ -189,14 +190,11 @@ class SoftmaxFeatures : public FeatureMapBase<SoftmaxFeatures<ScalarT, Form>, Sc
   }
 };
 
-/// softmax(Ωx).
-template <typename Scalar>
-using SoftmaxFeat = SoftmaxFeatures<Scalar, SoftmaxForm::plain>;
 /// softmax([Ωx, −Ωx]) (one joint softmax).
 template <typename Scalar>
-using SoftmaxFeatJoint = SoftmaxFeatures<Scalar, SoftmaxForm::symmetric_joint>;
+using SoftmaxFeatJoint = SoftmaxFeat<Scalar, SoftmaxFeatForm::symmetric_joint>;
 /// [softmax(Ωx), softmax(−Ωx)]/√2 (two separate softmaxes).
 template <typename Scalar>
-using SoftmaxFeatSeparate = SoftmaxFeatures<Scalar, SoftmaxForm::symmetric_separate>;
+using SoftmaxFeatSeparate = SoftmaxFeat<Scalar, SoftmaxFeatForm::symmetric_separate>;
 
 }  // namespace coulomb

@@ -7,11 +7,11 @@
 /// the checks of a file before loading io/text_model_header.hpp. Layout: docs/file_format.md
 /// (section "Text models"); use: docs/model.md (section "Saving and loading").
 ///
-/// A program that knows the model's types loads it with load_text_model<S, Map>(path). A
+/// A program that knows the model's types loads it with load_text_model<Map>(path). A
 /// program that does not (an evaluation tool) lets visit_text_model read the file, find the
 /// scalar type and the feature map it names, and call it with the loaded model:
 ///
-///     coulomb::io::visit_text_model(path, [&](auto& loaded) {  // LoadedTextModel<S, Map>&
+///     coulomb::io::visit_text_model(path, [&](auto& loaded) {  // LoadedTextModel<Map>&
 ///       loaded.model.forward(batch, logits);
 ///       ...
 ///     });
@@ -50,8 +50,8 @@ namespace detail {
 /// non-finite Ω, even when the container reader accepted non-finite entries
 /// (ReadOptions::allow_non_finite, which other parameters may use). A missing tensor is left to
 /// load_parameters.
-template <RealScalar S, FeatureMap Map>
-void require_finite_omegas(const ModelFile<S>& file, nn::TextClassifier<S, Map>& model,
+template <FeatureMap Map, RealScalar S = typename Map::Scalar>
+void require_finite_omegas(const ModelFile<S>& file, nn::TextClassifier<Map>& model,
                            const std::string& where) {
   for (const auto& p : model.parameters()) {
     bool is_omega = false;
@@ -94,8 +94,8 @@ void require_finite_omegas(const ModelFile<S>& file, nn::TextClassifier<S, Map>&
 /// encoder.max_length is not in [1
 /// + add_cls, config.max_length], a metadata key is empty, or the file already holds one of these
 /// names.
-template <RealScalar S, FeatureMap Map>
-void add_text_model(ModelFile<S>& file, const nn::TextClassifier<S, Map>& model,
+template <FeatureMap Map, RealScalar S = typename Map::Scalar>
+void add_text_model(ModelFile<S>& file, const nn::TextClassifier<Map>& model,
                     const Vocabulary& vocabulary, const EncoderOptions& encoder,
                     const TextModelMetadata& metadata = {}) {
   static_assert(is_named_feature_map_v<Map>,
@@ -146,14 +146,14 @@ void add_text_model(ModelFile<S>& file, const nn::TextClassifier<S, Map>& model,
                            "the file already has a blob 'vocabulary'");
   out.add_blob(std::string(TextModelFormat::vocabulary_blob), vocab_text.str());
   // parameters() only hands out pointers; nothing is modified through them here.
-  add_parameters(out, const_cast<nn::TextClassifier<S, Map>&>(model).parameters(),
+  add_parameters(out, const_cast<nn::TextClassifier<Map>&>(model).parameters(),
                  TextModelFormat::tensor_prefix);
   file = std::move(out);
 }
 
 /// The model file of a text model (see add_text_model), in memory.
-template <RealScalar S, FeatureMap Map>
-ModelFile<S> text_model_file(const nn::TextClassifier<S, Map>& model, const Vocabulary& vocabulary,
+template <FeatureMap Map, RealScalar S = typename Map::Scalar>
+ModelFile<S> text_model_file(const nn::TextClassifier<Map>& model, const Vocabulary& vocabulary,
                              const EncoderOptions& encoder,
                              const TextModelMetadata& metadata = {}) {
   ModelFile<S> file;
@@ -165,23 +165,23 @@ ModelFile<S> text_model_file(const nn::TextClassifier<S, Map>& model, const Voca
 /// a crash or an error leaves the previous file intact (io/atomic_file.hpp). Throws as
 /// add_text_model, io_error naming `path` when it cannot be written, numerical_error when a
 /// parameter holds NaN or ∞ (unless options.allow_non_finite).
-template <RealScalar S, FeatureMap Map>
-void save_text_model(const std::string& path, const nn::TextClassifier<S, Map>& model,
+template <FeatureMap Map, RealScalar S = typename Map::Scalar>
+void save_text_model(const std::string& path, const nn::TextClassifier<Map>& model,
                      const Vocabulary& vocabulary, const EncoderOptions& encoder,
                      const TextModelMetadata& metadata = {}, const WriteOptions& options = {}) {
   save_model_file(path, text_model_file(model, vocabulary, encoder, metadata), options);
 }
 
-/// The text model held in `file` as TextClassifier<S, Map>: configuration from the file,
+/// The text model held in `file` as TextClassifier<Map>: configuration from the file,
 /// every parameter and Ω as saved (its logits are bit-identical to the saved model's), the
 /// vocabulary and the header. Throws io_error naming the file for a file that is not a text
 /// model, a missing or malformed field (naming the metadata key), a scalar type or (with linear
 /// attention) a feature map other than S and Map (naming both), a vocabulary that does not
 /// parse or whose size is not config.vocab_size, and a missing, extra or misshapen tensor. With
 /// softmax attention the model has no feature map, and any Map loads it.
-template <RealScalar S, FeatureMap Map>
-LoadedTextModel<S, Map> load_text_model(const ModelFile<S>& file,
-                                        const TextModelLoadOptions& options = {}) {
+template <FeatureMap Map, RealScalar S = typename Map::Scalar>
+LoadedTextModel<Map> load_text_model(const ModelFile<S>& file,
+                                     const TextModelLoadOptions& options = {}) {
   static_assert(is_named_feature_map_v<Map>,
                 "load_text_model: text-model files cannot store this feature map type");
   const std::string where = "coulomb::io::load_text_model";
@@ -204,8 +204,8 @@ LoadedTextModel<S, Map> load_text_model(const ModelFile<S>& file,
                      "are invalid: " + e.what());
     }
   }();
-  LoadedTextModel<S, Map> loaded{nn::TextClassifier<S, Map>(config, prototype, 0),
-                                 std::move(vocabulary), std::move(header)};
+  LoadedTextModel<Map> loaded{nn::TextClassifier<Map>(config, prototype, 0), std::move(vocabulary),
+                              std::move(header)};
   detail::require_finite_omegas(file, loaded.model, where);
   load_parameters(file, loaded.model.parameters(), TextModelFormat::tensor_prefix);
   return loaded;
@@ -214,10 +214,10 @@ LoadedTextModel<S, Map> load_text_model(const ModelFile<S>& file,
 /// Reads the text-model file at `path` once (a pipe or FIFO works; see the overload for a
 /// parsed file). Throws io_error naming `path` as load_model_file for a file that cannot be
 /// read, is truncated or corrupted, or stores another scalar type than S.
-template <RealScalar S, FeatureMap Map>
-LoadedTextModel<S, Map> load_text_model(const std::string& path,
-                                        const TextModelLoadOptions& options = {}) {
-  return load_text_model<S, Map>(
+template <FeatureMap Map, RealScalar S = typename Map::Scalar>
+LoadedTextModel<Map> load_text_model(const std::string& path,
+                                     const TextModelLoadOptions& options = {}) {
+  return load_text_model<Map>(
       detail::read_model_file_as<S>(path, options.read, "coulomb::io::load_text_model",
                                     "the program expects",
                                     " (read_text_model_header gives the type to load with)"),
@@ -230,8 +230,8 @@ LoadedTextModel<S, Map> load_text_model(const std::string& path,
 /// options; returns the vocabulary and the header. Throws io_error naming the file and every
 /// field that differs with both values ("config.d_model is '64' in the file, the model has
 /// '32'"), and as load_text_model; `model` is unchanged on error. Reads the file once.
-template <RealScalar S, FeatureMap Map>
-TextModelAssets load_text_model_into(const std::string& path, nn::TextClassifier<S, Map>& model,
+template <FeatureMap Map, RealScalar S = typename Map::Scalar>
+TextModelAssets load_text_model_into(const std::string& path, nn::TextClassifier<Map>& model,
                                      const ReadOptions& options = {}) {
   const std::string where = "coulomb::io::load_text_model_into";
   const ModelFile<S> file = detail::read_model_file_as<S>(path, options, where, "the model's is");
@@ -272,7 +272,7 @@ TextModelAssets load_text_model_into(const std::string& path, nn::TextClassifier
 }
 
 /// Reads the text-model file at `path` once, then calls `f(loaded)` with the
-/// LoadedTextModel<S, Map>& of the scalar type and feature map the file names, and returns what
+/// LoadedTextModel<Map>& of the scalar type and feature map the file names, and returns what
 /// `f` returns (the same type for every instantiation). For programs that do not know the model's
 /// types in advance (examples/evaluate.cpp); instantiates `f` and the model for both scalar
 /// types and every feature map (see dispatch_text_model). Throws as load_text_model.
@@ -288,7 +288,7 @@ decltype(auto) visit_text_model(const std::string& path, F&& f,
     const TextModelHeader header = detail::parse_text_model_header(file, where);
     return dispatch_feature_map<S>(header.feature_map.name, [&](auto map_tag) -> decltype(auto) {
       using Map = typename decltype(map_tag)::type;
-      auto loaded = load_text_model<S, Map>(file, options);
+      auto loaded = load_text_model<Map>(file, options);
       return f(loaded);
     });
   });

@@ -99,11 +99,11 @@ struct TextModelHeader {
 };
 
 /// A loaded text model: the classifier, its vocabulary and everything else the file holds.
-template <RealScalar S, FeatureMap Map>
+template <FeatureMap Map>
 struct LoadedTextModel {
-  nn::TextClassifier<S, Map> model;  ///< the classifier, parameters and Ω as saved
-  Vocabulary vocabulary;             ///< the vocabulary (with its tokenizer options)
-  TextModelHeader header;            ///< configuration, feature map, encoder options, metadata
+  nn::TextClassifier<Map> model;  ///< the classifier, parameters and Ω as saved
+  Vocabulary vocabulary;          ///< the vocabulary (with its tokenizer options)
+  TextModelHeader header;         ///< configuration, feature map, encoder options, metadata
 
   /// A TextEncoder that encodes new text exactly as the training text was encoded.
   TextEncoder make_encoder() const { return TextEncoder(vocabulary, header.encoder); }

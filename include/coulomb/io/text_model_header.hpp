@@ -217,7 +217,7 @@ Vocabulary parse_text_model_vocabulary(const ModelFile<S>& file, const TextModel
   return vocab;
 }
 
-/// Throws io_error unless a file of `header` can be loaded as TextClassifier<S, Map>: same
+/// Throws io_error unless a file of `header` can be loaded as TextClassifier<Map>: same
 /// scalar type and, with linear attention, the same feature map.
 template <RealScalar S, FeatureMap Map>
 void require_text_model_types(const TextModelHeader& header, const std::string& where) {

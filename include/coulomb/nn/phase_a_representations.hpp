@@ -33,8 +33,8 @@ namespace coulomb::nn {
 /// layer l, is B × d, row b, columns [h·d_head, (h+1)·d_head), holding r_{b,h}. Runs an
 /// evaluation forward of `model` (no dropout), which replaces the state a backward would use.
 /// Throws as TextClassifier::forward for a batch that does not fit the model.
-template <RealScalar S, FeatureMap Map>
-void phase_a_representations(TextClassifier<S, Map>& model, const TokenBatch& batch,
+template <FeatureMap Map, RealScalar S = typename Map::Scalar>
+void phase_a_representations(TextClassifier<Map>& model, const TokenBatch& batch,
                              std::vector<Matrix<S>>& out) {
   Matrix<S> logits;
   model.forward(batch, logits);
@@ -49,8 +49,8 @@ void phase_a_representations(TextClassifier<S, Map>& model, const TokenBatch& ba
 }
 
 /// phase_a_representations as a new vector.
-template <RealScalar S, FeatureMap Map>
-std::vector<Matrix<S>> phase_a_representations(TextClassifier<S, Map>& model,
+template <FeatureMap Map, RealScalar S = typename Map::Scalar>
+std::vector<Matrix<S>> phase_a_representations(TextClassifier<Map>& model,
                                                const TokenBatch& batch) {
   std::vector<Matrix<S>> out;
   phase_a_representations(model, batch, out);

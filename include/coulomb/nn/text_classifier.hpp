@@ -51,9 +51,10 @@
 
 namespace coulomb::nn {
 
-/// The Transformer text classifier (see the file comment and docs/model.md), for scalar type
-/// `Scalar` and feature map `Map` (used when config.attention is linear; with softmax
-/// attention the model has no feature map and no Ω, whatever `Map` is).
+/// The Transformer text classifier (see the file comment and docs/model.md) with feature map
+/// `Map` (used when config.attention is linear; with softmax attention the model has no feature
+/// map and no Ω, whatever `Map` is) and the map's scalar type, float or double:
+/// `TextClassifier<FavorPlus<float>>`.
 ///
 /// Use: `forward` (training with dropout drawn from a generator, or evaluation) gives logits;
 /// `backward(dlogits)` adds ∂loss/∂parameter to the gradients of parameters(); `zero_grad()`
@@ -62,12 +63,10 @@ namespace coulomb::nn {
 /// per thread of control: forward and backward use internal state. Ω lives once, in the
 /// feature maps of the encoder (EncoderStack); omega(), parameters() and the layers' attention
 /// all see that one copy. Copies of a model are independent models.
-template <RealScalar Scalar, FeatureMap Map = FavorPlus<Scalar>>
+template <FeatureMap Map>
 class TextClassifier {
-  static_assert(std::is_same_v<typename Map::Scalar, Scalar>,
-                "TextClassifier: the feature map's scalar type must be the model's");
-
  public:
+  using Scalar = typename Map::Scalar;            ///< float or double, the feature map's
   using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
   using ConstRef = Eigen::Ref<const MatrixType>;  ///< how inputs are taken (no copy)
   using Layer = EncoderLayer<Scalar, Map>;        ///< one encoder layer

@@ -69,7 +69,7 @@ class PhaseACheckpoints {
  public:
   /// Reads the checkpoint to resume from when options.checkpoint asks for one (io_error naming
   /// every field of the options, model or data that differs from the run that wrote it).
-  PhaseACheckpoints(const PhaseAOptions& options, nn::TextClassifier<S, Map>& model,
+  PhaseACheckpoints(const PhaseAOptions& options, nn::TextClassifier<Map>& model,
                     const EncodedDataset& train, const char* where)
       : options_(options.checkpoint),
         model_(model),
@@ -247,7 +247,7 @@ class PhaseACheckpoints {
   }
 
   const CheckpointOptions& options_;
-  nn::TextClassifier<S, Map>& model_;
+  nn::TextClassifier<Map>& model_;
   std::chrono::steady_clock::time_point start_;
   const char* where_;
   RunFingerprint fingerprint_;

@@ -95,7 +95,7 @@ template <RealScalar S, FeatureMap Map>
 class PhaseBCheckpoints {
  public:
   PhaseBCheckpoints(const PhaseBCheckpointContext<S>* context, const PhaseBOptions& options,
-                    nn::TextClassifier<S, Map>& model, const EncodedDataset& train,
+                    nn::TextClassifier<Map>& model, const EncodedDataset& train,
                     const EncodedDataset& validation, PhaseBStepper<S, Map>& stepper,
                     EarlyStopping<S>* stop)
       : options_(options.checkpoint),

@@ -39,7 +39,7 @@ namespace coulomb::train::detail {
 template <RealScalar S, FeatureMap Map>
 class PhaseBStepper {
  public:
-  PhaseBStepper(nn::TextClassifier<S, Map>& model, const PhaseBOptions& options, Index total_steps,
+  PhaseBStepper(nn::TextClassifier<Map>& model, const PhaseBOptions& options, Index total_steps,
                 Rng dropout_rng)
       : model_(&model),
         params_(model.parameters()),
@@ -122,7 +122,7 @@ class PhaseBStepper {
     throw numerical_error(os.str());
   }
 
-  nn::TextClassifier<S, Map>* model_;
+  nn::TextClassifier<Map>* model_;
   nn::ParameterList<S> params_;
   AdamW<S> adamw_;
   LearningRateSchedule schedule_;

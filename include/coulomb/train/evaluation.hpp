@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <concepts>
 #include <span>
 #include <string>
 #include <vector>
@@ -66,7 +67,8 @@ class Evaluator {
   /// as the model's forward (a sequence longer than config.max_length, an id outside the
   /// vocabulary).
   template <FeatureMap Map>
-  const Matrix<S>& probabilities(nn::TextClassifier<S, Map>& model, const EncodedDataset& data) {
+  requires std::same_as<typename Map::Scalar, S>
+  const Matrix<S>& probabilities(nn::TextClassifier<Map>& model, const EncodedDataset& data) {
     coulomb::detail::require(data.size() > 0, "coulomb::train::Evaluator::probabilities",
                              "argument 'data' is empty");
     const Index n = data.size();
@@ -88,7 +90,8 @@ class Evaluator {
   /// The metrics of `model` on the labelled dataset `data` (see probabilities()). Throws
   /// invalid_argument also when a label is outside [0, C) (an unlabelled dataset).
   template <FeatureMap Map>
-  Evaluation evaluate(nn::TextClassifier<S, Map>& model, const EncodedDataset& data) {
+  requires std::same_as<typename Map::Scalar, S> Evaluation evaluate(nn::TextClassifier<Map>& model,
+                                                                     const EncodedDataset& data) {
     const auto start = std::chrono::steady_clock::now();
     const Matrix<S>& p = probabilities(model, data);
     Evaluation e;
@@ -106,16 +109,16 @@ class Evaluator {
 };
 
 /// The class probabilities of `model` on `data` (see Evaluator::probabilities), as a new matrix.
-template <RealScalar S, FeatureMap Map>
-Matrix<S> predict_probabilities(nn::TextClassifier<S, Map>& model, const EncodedDataset& data,
+template <FeatureMap Map, RealScalar S = typename Map::Scalar>
+Matrix<S> predict_probabilities(nn::TextClassifier<Map>& model, const EncodedDataset& data,
                                 const EvaluationOptions& options = {}) {
   Evaluator<S> evaluator(options);
   return evaluator.probabilities(model, data);
 }
 
 /// The metrics of `model` on the labelled dataset `data` (see Evaluator::evaluate).
-template <RealScalar S, FeatureMap Map>
-Evaluation evaluate_model(nn::TextClassifier<S, Map>& model, const EncodedDataset& data,
+template <FeatureMap Map, RealScalar S = typename Map::Scalar>
+Evaluation evaluate_model(nn::TextClassifier<Map>& model, const EncodedDataset& data,
                           const EvaluationOptions& options = {}) {
   Evaluator<S> evaluator(options);
   return evaluator.evaluate(model, data);

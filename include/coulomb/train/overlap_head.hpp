@@ -40,8 +40,8 @@ struct OverlapHeadFit {
 /// (config.pair_hidden > 0: the classifier does not read the features directly), when `train`
 /// is not a labelled dataset of pairs with word keys, its labels are outside
 /// [0, config.num_classes), or for bad options.
-template <RealScalar S, FeatureMap Map>
-OverlapHeadFit fit_overlap_head(nn::TextClassifier<S, Map>& model, const EncodedDataset& train,
+template <FeatureMap Map, RealScalar S = typename Map::Scalar>
+OverlapHeadFit fit_overlap_head(nn::TextClassifier<Map>& model, const EncodedDataset& train,
                                 const LogisticRegressionOptions& options = {}) {
   const char* where = "coulomb::train::fit_overlap_head";
   const nn::TextClassifierConfig& config = model.config();

@@ -45,8 +45,8 @@ namespace detail {
 
 /// Throws invalid_argument unless the options are valid, the model has linear attention (an Ω
 /// to learn) and `train` is a non-empty dataset with labels in [0, C).
-template <RealScalar S, FeatureMap Map>
-void check_phase_a_arguments(const nn::TextClassifier<S, Map>& model, const EncodedDataset& train,
+template <FeatureMap Map, RealScalar S = typename Map::Scalar>
+void check_phase_a_arguments(const nn::TextClassifier<Map>& model, const EncodedDataset& train,
                              const PhaseAOptions& options, const char* where) {
   options.validate();
   coulomb::detail::require(model.config().attention == nn::AttentionKind::linear, where,
@@ -65,8 +65,8 @@ void check_phase_a_arguments(const nn::TextClassifier<S, Map>& model, const Enco
 /// The warm-up: options.warmup.steps steps of Phase B with Ω frozen at its draw and no
 /// validation, checkpointed as Phase A's stage "warmup"; the weights from before it are put
 /// back unless options.warmup.keep_weights. Sets the report's warm-up steps and time.
-template <RealScalar S, FeatureMap Map>
-void warm_up(nn::TextClassifier<S, Map>& model, const EncodedDataset& train,
+template <FeatureMap Map, RealScalar S = typename Map::Scalar>
+void warm_up(nn::TextClassifier<Map>& model, const EncodedDataset& train,
              const PhaseAOptions& options, PhaseACheckpoints<S, Map>& checkpoints,
              PhaseAReport& report) {
   const auto start = std::chrono::steady_clock::now();
@@ -83,8 +83,8 @@ void warm_up(nn::TextClassifier<S, Map>& model, const EncodedDataset& train,
   const PhaseBCheckpointContext<S> context =
       checkpoints.warmup_context(restore ? &before : nullptr);
   const EncodedDataset no_validation;
-  const PhaseBHistory h = run_phase_b_in<S, Map>(checkpoints.enabled() ? &context : nullptr, model,
-                                                 train, no_validation, warm);
+  const PhaseBHistory h = run_phase_b_in<Map>(checkpoints.enabled() ? &context : nullptr, model,
+                                              train, no_validation, warm);
   report.warmup_steps = h.steps;
   if (restore) before.restore(model.parameters());
   report.warmup_seconds = checkpoints.earlier_warmup_seconds() + seconds_since(start);
@@ -94,8 +94,8 @@ void warm_up(nn::TextClassifier<S, Map>& model, const EncodedDataset& train,
 /// model's own feature map (binary targets for two classes, one-hot otherwise), projected
 /// Langevin dynamics from the current Ω in the ball of the options with the cosine step
 /// schedule, its noise and minibatches seeded by `seed`; then set_omega. Returns its report.
-template <RealScalar S, FeatureMap Map, typename... Callbacks>
-PhaseAOmegaReport learn_omega(nn::TextClassifier<S, Map>& model, Index k, const Matrix<S>& X,
+template <FeatureMap Map, RealScalar S = typename Map::Scalar, typename... Callbacks>
+PhaseAOmegaReport learn_omega(nn::TextClassifier<Map>& model, Index k, const Matrix<S>& X,
                               const std::vector<int>& y, const PhaseAOptions& options,
                               std::uint64_t seed, Callbacks&... callbacks) {
   Index first_layer = 0;
@@ -165,8 +165,8 @@ PhaseAOmegaReport learn_omega(nn::TextClassifier<S, Map>& model, Index k, const 
 /// is then zero) or outside [0, C); numerical_error when the warm-up or the dynamics diverge;
 /// io_error when a checkpoint cannot be written or resumed from (naming every field of the
 /// options, model or data that differs from the run that wrote it).
-template <RealScalar S, FeatureMap Map, typename... Callbacks>
-PhaseAReport run_phase_a(nn::TextClassifier<S, Map>& model, const EncodedDataset& train,
+template <FeatureMap Map, RealScalar S = typename Map::Scalar, typename... Callbacks>
+PhaseAReport run_phase_a(nn::TextClassifier<Map>& model, const EncodedDataset& train,
                          const PhaseAOptions& options, Callbacks&&... callbacks) {
   const char* where = "coulomb::train::run_phase_a";
   detail::check_phase_a_arguments(model, train, options, where);

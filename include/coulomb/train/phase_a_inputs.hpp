@@ -33,8 +33,8 @@ namespace coulomb::train {
 /// layer, head after head), and labels[k] holds the matching labels (the sequence labels
 /// repeated per head and layer). Runs evaluation forwards (no dropout). Throws invalid_argument
 /// for a model with softmax attention, an empty `indices`, or data the model refuses.
-template <RealScalar S, FeatureMap Map>
-void collect_phase_a_inputs(nn::TextClassifier<S, Map>& model, const EncodedDataset& data,
+template <FeatureMap Map, RealScalar S = typename Map::Scalar>
+void collect_phase_a_inputs(nn::TextClassifier<Map>& model, const EncodedDataset& data,
                             std::span<const Index> indices, Index batch_size,
                             std::vector<Matrix<S>>& X, std::vector<std::vector<int>>& labels) {
   const char* where = "coulomb::train::collect_phase_a_inputs";

@@ -54,11 +54,12 @@ inline EarlyStoppingOptions early_stopping_rule(const PhaseBEarlyStopping& o) {
 
 /// Phase B (see run_phase_b), writing checkpoints of kind context->kind (Phase A's warm-up)
 /// or "phase_b" (context = nullptr).
-template <RealScalar S, FeatureMap Map, typename... Callbacks>
-PhaseBHistory run_phase_b_in(const PhaseBCheckpointContext<S>* context,
-                             nn::TextClassifier<S, Map>& model, const EncodedDataset& train,
+template <FeatureMap Map, typename... Callbacks>
+PhaseBHistory run_phase_b_in(const PhaseBCheckpointContext<typename Map::Scalar>* context,
+                             nn::TextClassifier<Map>& model, const EncodedDataset& train,
                              const EncodedDataset& validation, const PhaseBOptions& options,
                              Callbacks&... callbacks) {
+  using S = typename Map::Scalar;
   const char* where = "coulomb::train::run_phase_b";
   options.validate();
   coulomb::detail::require(train.size() > 0, where, "argument 'train' is empty");
@@ -199,11 +200,11 @@ PhaseBHistory run_phase_b_in(const PhaseBCheckpointContext<S>* context,
 /// training diverges, leaving the model with the parameters of the last finite step; io_error
 /// when a checkpoint cannot be written, or cannot be resumed from (damaged, of another kind, or
 /// written by a run whose options, model or data differ: every differing field is named).
-template <RealScalar S, FeatureMap Map, typename... Callbacks>
-PhaseBHistory run_phase_b(nn::TextClassifier<S, Map>& model, const EncodedDataset& train,
+template <FeatureMap Map, RealScalar S = typename Map::Scalar, typename... Callbacks>
+PhaseBHistory run_phase_b(nn::TextClassifier<Map>& model, const EncodedDataset& train,
                           const EncodedDataset& validation, const PhaseBOptions& options,
                           Callbacks&&... callbacks) {
-  return detail::run_phase_b_in<S, Map>(nullptr, model, train, validation, options, callbacks...);
+  return detail::run_phase_b_in<Map>(nullptr, model, train, validation, options, callbacks...);
 }
 
 }  // namespace coulomb::train

@@ -146,8 +146,8 @@ class RunFingerprint {
   /// Adds the configuration of a text classifier (every field, "model.config.<field>") and its
   /// feature map ("model.scalar", "model.feature_map", with its Draw policy and ε when the map
   /// has a stable name, io/text_model.hpp).
-  template <RealScalar S, FeatureMap Map>
-  void add_model(const nn::TextClassifier<S, Map>& model) {
+  template <FeatureMap Map, RealScalar S = typename Map::Scalar>
+  void add_model(const nn::TextClassifier<Map>& model) {
     for (const auto& [key, value] : io::detail::config_entries(model.config()))
       add("model." + key, value);
     add("model.scalar", io::scalar_type_name(static_cast<std::uint8_t>(io::scalar_type_of<S>())));
