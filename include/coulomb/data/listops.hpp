@@ -33,6 +33,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -348,50 +349,33 @@ inline SequenceSplits generate_listops(const ListOpsOptions& options, std::uint6
   detail::validate_listops(options, where);
   const auto rejection_limit = static_cast<std::uint64_t>(options.max_rejections_in_a_row);
   SequenceSplits out;
-  detail::SequenceDeduplicator seen;
   detail::ListOpsSampler sampler(options);
   std::vector<TokenId> tree;
   std::vector<TokenId> sequence;
-  TokenSequenceDataset* splits[] = {&out.train, &out.dev, &out.test};
   const Index sizes[] = {options.num_train, options.num_dev, options.num_test};
-  for (std::uint64_t k = 0; k < 3; ++k) {
-    TokenSequenceDataset& d = *splits[k];
+  // Reserved for lengths averaging the middle of the range (LRA's: 1,035 of 501–1,999), up to
+  // 2²⁷ ids (512 MB); beyond, the vector grows.
+  const auto middle = static_cast<std::size_t>(options.min_length / 2 + options.max_length / 2 + 1);
+  auto prepare = [&](TokenSequenceDataset& d, std::uint64_t k) {
     d.num_classes = 10;
     d.vocabulary_size = ListOpsVocabulary::size;
-    // Reserved for lengths averaging the middle of the range (LRA's: 1,035 of 501–1,999), up
-    // to 2²⁷ ids (512 MB); beyond, the vector grows.
-    const auto middle =
-        static_cast<std::size_t>(options.min_length / 2 + options.max_length / 2 + 1);
     d.ids.reserve(std::min(static_cast<std::size_t>(sizes[k]), (std::size_t{1} << 27) / middle) *
                   middle);
-    Rng base(seed);
-    Rng rng = base.split(k);
-    std::uint64_t rejected = 0;
-    while (d.size() < sizes[k]) {
-      if (rejected == rejection_limit) {
-        throw error(std::string(where) + ": " + std::to_string(rejection_limit) +
-                    " trees in a row had a length outside [options.min_length, "
-                    "options.max_length] = [" +
-                    std::to_string(options.min_length) + ", " + std::to_string(options.max_length) +
-                    "] or repeated an earlier one (options.max_rejections_in_a_row)");
-      }
-      const int label = sampler.try_sample(rng, tree);
-      if (label < 0) {
-        ++rejected;
-        continue;
-      }
-      sequence.clear();
-      if (options.add_cls) sequence.push_back(ListOpsVocabulary::cls);
-      sequence.insert(sequence.end(), tree.begin(), tree.end());
-      if (seen.contains(sequence)) {
-        ++rejected;
-        continue;
-      }
-      rejected = 0;
-      d.push_back(sequence, label, {});
-      seen.add(d, d.size() - 1);
-    }
-  }
+  };
+  auto draw = [&](Rng& rng) -> std::optional<detail::SequenceDraw> {
+    const int label = sampler.try_sample(rng, tree);
+    if (label < 0) return std::nullopt;
+    sequence.clear();
+    if (options.add_cls) sequence.push_back(ListOpsVocabulary::cls);
+    sequence.insert(sequence.end(), tree.begin(), tree.end());
+    return detail::SequenceDraw{sequence, label, {}};
+  };
+  auto too_many = [&] {
+    return "trees in a row had a length outside [options.min_length, options.max_length] = [" +
+           std::to_string(options.min_length) + ", " + std::to_string(options.max_length) +
+           "] or repeated an earlier one (options.max_rejections_in_a_row)";
+  };
+  detail::generate_splits(out, sizes, seed, rejection_limit, where, prepare, draw, too_many);
   return out;
 }
 

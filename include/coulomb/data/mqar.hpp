@@ -34,6 +34,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -274,11 +275,8 @@ inline SequenceSplits generate_mqar(const MqarOptions& options, std::uint64_t se
   std::vector<TokenId> targets(static_cast<std::size_t>(L));
 
   SequenceSplits out;
-  detail::SequenceDeduplicator seen;
-  TokenSequenceDataset* splits[] = {&out.train, &out.dev, &out.test};
   const Index sizes[] = {options.num_train, options.num_dev, options.num_test};
-  for (std::uint64_t k = 0; k < 3; ++k) {
-    TokenSequenceDataset& d = *splits[k];
+  auto prepare = [&](TokenSequenceDataset& d, std::uint64_t k) {
     d.vocabulary_size = options.vocabulary_size;
     // Up to 2²⁷ ids (512 MB) reserved; beyond, the vectors grow.
     const std::size_t reserve = std::min(static_cast<std::size_t>(sizes[k]),
@@ -286,56 +284,48 @@ inline SequenceSplits generate_mqar(const MqarOptions& options, std::uint64_t se
                                 static_cast<std::size_t>(L);
     d.ids.reserve(reserve);
     d.targets.reserve(reserve);
-    Rng base(seed);
-    Rng rng = base.split(k);
-    std::uint64_t rejected = 0;
-    while (d.size() < sizes[k]) {
-      if (rejected == rejection_limit) {
-        throw error(std::string(where) + ": " + std::to_string(rejection_limit) +
-                    " sequences in a row (options.max_rejections_in_a_row) repeated earlier "
-                    "ones; ask for fewer sequences");
-      }
-      detail::draw_distinct(rng, key_draw, MqarVocabulary::first_key, P, keys);
-      detail::draw_distinct(rng, value_draw, vocab.first_value, P, values);
-      for (Index i = 0; i < P; ++i) {
-        ids[static_cast<std::size_t>(2 * i)] = keys[static_cast<std::size_t>(i)];
-        ids[static_cast<std::size_t>(2 * i + 1)] = values[static_cast<std::size_t>(i)];
-      }
-      for (Index t = context; t < L; ++t)
-        ids[static_cast<std::size_t>(t)] =
-            options.random_filler ? static_cast<TokenId>(filler_draw(rng)) : MqarVocabulary::filler;
-      std::fill(targets.begin(), targets.end(), no_target);
-      auto ask = [&](Index position, Index pair) {
-        ids[static_cast<std::size_t>(position)] = keys[static_cast<std::size_t>(pair)];
-        targets[static_cast<std::size_t>(position)] = values[static_cast<std::size_t>(pair)];
-      };
-      if (slots) {
-        // Key j is asked at the start of the j-th slot drawn (Zoology's order).
-        slot_sampler.reset();
-        for (Index j = 0; j < Q; ++j)
-          ask(context + 2 * static_cast<Index>(slot_sampler.draw(rng)), j);
-      } else {
-        // Partial Fisher–Yates shuffles of the positions and of the key indices.
-        positions.resize(static_cast<std::size_t>(L - context));
-        for (Index t = context; t < L; ++t) positions[static_cast<std::size_t>(t - context)] = t;
-        asked.resize(static_cast<std::size_t>(P));
-        for (Index i = 0; i < P; ++i) asked[static_cast<std::size_t>(i)] = i;
-        for (Index j = 0; j < Q; ++j) {
-          const auto uj = static_cast<std::size_t>(j);
-          std::swap(positions[uj], positions[uj + uniform_index(positions.size() - uj, rng)]);
-          std::swap(asked[uj], asked[uj + uniform_index(asked.size() - uj, rng)]);
-          ask(positions[uj], asked[uj]);
-        }
-      }
-      if (seen.contains(ids)) {
-        ++rejected;
-        continue;
-      }
-      rejected = 0;
-      d.push_back(ids, -1, targets);
-      seen.add(d, d.size() - 1);
+  };
+  auto draw = [&](Rng& rng) -> std::optional<detail::SequenceDraw> {
+    detail::draw_distinct(rng, key_draw, MqarVocabulary::first_key, P, keys);
+    detail::draw_distinct(rng, value_draw, vocab.first_value, P, values);
+    for (Index i = 0; i < P; ++i) {
+      ids[static_cast<std::size_t>(2 * i)] = keys[static_cast<std::size_t>(i)];
+      ids[static_cast<std::size_t>(2 * i + 1)] = values[static_cast<std::size_t>(i)];
     }
-  }
+    for (Index t = context; t < L; ++t)
+      ids[static_cast<std::size_t>(t)] =
+          options.random_filler ? static_cast<TokenId>(filler_draw(rng)) : MqarVocabulary::filler;
+    std::fill(targets.begin(), targets.end(), no_target);
+    auto ask = [&](Index position, Index pair) {
+      ids[static_cast<std::size_t>(position)] = keys[static_cast<std::size_t>(pair)];
+      targets[static_cast<std::size_t>(position)] = values[static_cast<std::size_t>(pair)];
+    };
+    if (slots) {
+      // Key j is asked at the start of the j-th slot drawn (Zoology's order).
+      slot_sampler.reset();
+      for (Index j = 0; j < Q; ++j)
+        ask(context + 2 * static_cast<Index>(slot_sampler.draw(rng)), j);
+    } else {
+      // Partial Fisher–Yates shuffles of the positions and of the key indices.
+      positions.resize(static_cast<std::size_t>(L - context));
+      for (Index t = context; t < L; ++t) positions[static_cast<std::size_t>(t - context)] = t;
+      asked.resize(static_cast<std::size_t>(P));
+      for (Index i = 0; i < P; ++i) asked[static_cast<std::size_t>(i)] = i;
+      for (Index j = 0; j < Q; ++j) {
+        const auto uj = static_cast<std::size_t>(j);
+        std::swap(positions[uj], positions[uj + uniform_index(positions.size() - uj, rng)]);
+        std::swap(asked[uj], asked[uj + uniform_index(asked.size() - uj, rng)]);
+        ask(positions[uj], asked[uj]);
+      }
+    }
+    return detail::SequenceDraw{ids, -1, targets};
+  };
+  auto too_many = [] {
+    return std::string(
+        "sequences in a row (options.max_rejections_in_a_row) repeated earlier ones; ask for "
+        "fewer sequences");
+  };
+  detail::generate_splits(out, sizes, seed, rejection_limit, where, prepare, draw, too_many);
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -22,6 +23,7 @@
 
 #include "../core/check.hpp"
 #include "../core/config.hpp"
+#include "../core/error.hpp"
 #include "../core/random.hpp"
 
 namespace coulomb::data {
@@ -165,6 +167,46 @@ class SequenceDeduplicator {
  private:
   std::unordered_multimap<std::uint64_t, std::pair<const TokenSequenceDataset*, Index>> seen_;
 };
+
+/// One sequence a generator drew: its ids, label and targets (views of the generator's buffers).
+struct SequenceDraw {
+  std::span<const TokenId> ids;      ///< the sequence
+  int label = -1;                    ///< its label (−1: none)
+  std::span<const TokenId> targets;  ///< per-position targets (empty: none)
+};
+
+/// The loop every task generator shares: split k of `out` (train, dev, test) receives sizes[k]
+/// distinct sequences drawn from its own generator Rng(seed).split(k), so a split does not
+/// depend on the sizes of the others. prepare(d, k) sets up split d; draw(rng) returns a
+/// SequenceDraw, or nothing to reject the draw; a draw that repeats any sequence before it is
+/// rejected too. After `rejection_limit` rejections in a row it throws coulomb::error
+/// "<where>: <rejection_limit> <too_many()>".
+template <typename Prepare, typename Draw, typename TooMany>
+void generate_splits(SequenceSplits& out, const Index (&sizes)[3], std::uint64_t seed,
+                     std::uint64_t rejection_limit, const char* where, Prepare&& prepare,
+                     Draw&& draw, TooMany&& too_many) {
+  SequenceDeduplicator seen;
+  TokenSequenceDataset* splits[] = {&out.train, &out.dev, &out.test};
+  for (std::uint64_t k = 0; k < 3; ++k) {
+    TokenSequenceDataset& d = *splits[k];
+    prepare(d, k);
+    Rng base(seed);
+    Rng rng = base.split(k);
+    std::uint64_t rejected = 0;
+    while (d.size() < sizes[k]) {
+      if (rejected == rejection_limit)
+        throw error(std::string(where) + ": " + std::to_string(rejection_limit) + " " + too_many());
+      const std::optional<SequenceDraw> drawn = draw(rng);
+      if (!drawn || seen.contains(drawn->ids)) {
+        ++rejected;
+        continue;
+      }
+      rejected = 0;
+      d.push_back(drawn->ids, drawn->label, drawn->targets);
+      seen.add(d, d.size() - 1);
+    }
+  }
+}
 
 }  // namespace detail
 

@@ -68,20 +68,34 @@ void choose_positions(std::size_t n, std::size_t k, std::vector<std::size_t>& ou
   out.resize(k);
 }
 
+/// The positions a drop or swap of `rate` touches among n tokens: k = ⌊rate·n + u⌋ tokens to
+/// drop (at most n − 1), or k = ⌊rate·n/2 + u⌋ pairs to swap (at most ⌊n/2⌋) with their 2k
+/// positions, distinct and uniformly chosen, in `chosen`. Returns k (0, without a draw, when
+/// n ≤ 1). Throws invalid_argument, naming `where`, for a rate outside [0, 1].
+template <std::uniform_random_bit_generator G>
+std::size_t choose_perturbed(PerturbationKind kind, double rate, std::size_t n,
+                             std::vector<std::size_t>& chosen, G& rng, const char* where) {
+  check_rate(rate, where);
+  if (n <= 1) return 0;
+  const bool swap = kind == PerturbationKind::swap;
+  const double expected =
+      swap ? rate * static_cast<double>(n) / 2.0 : rate * static_cast<double>(n);
+  const std::size_t k = std::min(stochastic_round(expected, rng), swap ? n / 2 : n - 1);
+  if (k > 0) choose_positions(n, swap ? 2 * k : k, chosen, rng);
+  return k;
+}
+
 }  // namespace detail
 
 /// Removes k = ⌊rate·n + u⌋ (at most n − 1) uniformly chosen tokens of `tokens`, keeping the
 /// order of the rest; returns k. Throws invalid_argument for a rate outside [0, 1].
 template <typename T, std::uniform_random_bit_generator G>
 std::size_t drop_tokens(std::vector<T>& tokens, double rate, G& rng) {
-  detail::check_rate(rate, "coulomb::drop_tokens");
-  const std::size_t n = tokens.size();
-  if (n <= 1) return 0;
-  const std::size_t k =
-      std::min(detail::stochastic_round(rate * static_cast<double>(n), rng), n - 1);
-  if (k == 0) return 0;
   std::vector<std::size_t> chosen;
-  detail::choose_positions(n, k, chosen, rng);
+  const std::size_t k = detail::choose_perturbed(PerturbationKind::drop, rate, tokens.size(),
+                                                 chosen, rng, "coulomb::drop_tokens");
+  if (k == 0) return 0;
+  const std::size_t n = tokens.size();
   std::vector<char> drop(n, 0);
   for (const std::size_t p : chosen) drop[p] = 1;
   std::size_t w = 0;
@@ -96,14 +110,9 @@ std::size_t drop_tokens(std::vector<T>& tokens, double rate, G& rng) {
 /// of positions; returns k. Throws invalid_argument for a rate outside [0, 1].
 template <typename T, std::uniform_random_bit_generator G>
 std::size_t swap_tokens(std::vector<T>& tokens, double rate, G& rng) {
-  detail::check_rate(rate, "coulomb::swap_tokens");
-  const std::size_t n = tokens.size();
-  if (n <= 1) return 0;
-  const std::size_t k =
-      std::min(detail::stochastic_round(rate * static_cast<double>(n) / 2.0, rng), n / 2);
-  if (k == 0) return 0;
   std::vector<std::size_t> chosen;
-  detail::choose_positions(n, 2 * k, chosen, rng);
+  const std::size_t k = detail::choose_perturbed(PerturbationKind::swap, rate, tokens.size(),
+                                                 chosen, rng, "coulomb::swap_tokens");
   for (std::size_t j = 0; j < k; ++j) std::swap(tokens[chosen[2 * j]], tokens[chosen[2 * j + 1]]);
   return k;
 }
