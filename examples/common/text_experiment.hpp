@@ -820,7 +820,7 @@ inline std::string json_report(const TextExperimentResult& r, const std::string&
         {"development_accuracy", json_number(r.dev_accuracy)},
         {"threshold", json_number(r.threshold)},
         {"overlap_regression",
-         r.overlap_regression ? detail::json_metrics(*r.overlap_regression) : Json(nullptr)},
+         r.overlap_regression ? json_metrics(*r.overlap_regression) : Json(nullptr)},
         {"steps", r.phase_b.steps},
         {"stopped_early", r.phase_b.stopped_early},
         {"epochs", epochs}}},
