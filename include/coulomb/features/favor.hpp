@@ -34,7 +34,7 @@ struct FavorOptions {
 };
 
 /// FAVOR+ random features estimating the softmax kernel exp(xᵀy) (the family; see the file
-/// comment). Satisfies FeatureMap. Its maps are FavorPlus<S> and FavorHyperbolic<S>; name() is
+/// comment). Satisfies FeatureMap. Its maps are FavorPlus and FavorHyperbolic; name() is
 /// that name.
 template <typename Scalar, FavorForm Form>
 class Favor : public FeatureMapBase<Favor<Scalar, Form>, Scalar> {

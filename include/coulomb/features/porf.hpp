@@ -48,8 +48,8 @@ struct PorfOptions {
 };
 
 /// Positive orthogonal random features with activation `Activation` ∈ {Exp, Softplus, Relu}
-/// (the family; see the file comment). Its maps are PorfExp<S>, PorfSoftplus<S> and
-/// PorfRelu<S>; name() is that name.
+/// (the family; see the file comment). Its maps are PorfExp, PorfSoftplus and
+/// PorfRelu; name() is that name.
 template <typename Scalar, typename Activation>
 class Porf : public FeatureMapBase<Porf<Scalar, Activation>, Scalar> {
   using Base = FeatureMapBase<Porf<Scalar, Activation>, Scalar>;

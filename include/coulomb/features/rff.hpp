@@ -34,7 +34,7 @@ struct RffOptions {
 };
 
 /// Random Fourier features of the Gaussian kernel (the family; see the file comment). Satisfies
-/// FeatureMap. Its maps are Rff<S> (random phases, the default form) and RffCosSin<S>; name()
+/// FeatureMap. Its maps are Rff (random phases, the default form) and RffCosSin; name()
 /// is that name.
 template <typename Scalar, RffForm Form = RffForm::cosine_phase>
 class Rff : public FeatureMapBase<Rff<Scalar, Form>, Scalar> {

@@ -36,8 +36,8 @@ struct SoftmaxFeatOptions {
 };
 
 /// Softmax random features (the family; see the file comment). Satisfies FeatureMap. Its maps
-/// are SoftmaxFeat<S> (the plain form, the default), SoftmaxFeatJoint<S> and
-/// SoftmaxFeatSeparate<S>; name() is that name.
+/// are SoftmaxFeat (the plain form, the default), SoftmaxFeatJoint and
+/// SoftmaxFeatSeparate; name() is that name.
 template <typename Scalar, SoftmaxFeatForm Form = SoftmaxFeatForm::plain>
 class SoftmaxFeat : public FeatureMapBase<SoftmaxFeat<Scalar, Form>, Scalar> {
   using Base = FeatureMapBase<SoftmaxFeat<Scalar, Form>, Scalar>;
