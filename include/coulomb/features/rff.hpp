@@ -171,11 +171,6 @@ class Rff : public FeatureMapBase<Rff<Scalar, Form>, Scalar> {
   MatrixType phases_;  // b as an m × 1 matrix (what a parameter view points to); empty for cos_sin
 };
 
-/// The family's former name, kept only until particles/alignment.hpp (being edited) says Rff;
-/// remove it then (issue 21).
-template <typename Scalar, RffForm Form = RffForm::cosine_phase>
-using RandomFourier = Rff<Scalar, Form>;
-
 /// RFF pairs (1/√m)[cos Ωx, sin Ωx].
 template <typename Scalar>
 using RffCosSin = Rff<Scalar, RffForm::cos_sin>;

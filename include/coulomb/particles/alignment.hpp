@@ -50,7 +50,7 @@ namespace detail {
 template <typename Map>
 struct is_random_fourier : std::false_type {};
 template <typename S, RffForm F>
-struct is_random_fourier<RandomFourier<S, F>> : std::true_type {};
+struct is_random_fourier<Rff<S, F>> : std::true_type {};
 }  // namespace detail
 
 /// Targets for binary labels: +1 for label 1 (or any positive value), −1 for label 0 (or −1).
