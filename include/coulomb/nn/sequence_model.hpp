@@ -44,6 +44,7 @@
 #include "encoder.hpp"
 #include "encoder_stack.hpp"
 #include "layers.hpp"
+#include "omega_access.hpp"
 #include "parameter.hpp"
 #include "pooling.hpp"
 #include "positions.hpp"
@@ -90,7 +91,7 @@ class SequenceDecodingState {
 /// `SequenceModel<FavorPlus<float>>`. One model per thread of control: forward, backward and
 /// step use internal state. Ω lives once, in the encoder's feature maps.
 template <FeatureMap Map>
-class SequenceModel {
+class SequenceModel : public OmegaAccess<SequenceModel<Map>, Map> {
  public:
   using Scalar = typename Map::Scalar;                      ///< float or double, the feature map's
   using MatrixType = Matrix<Scalar>;                        ///< dense column-major matrix
@@ -140,7 +141,7 @@ class SequenceModel {
   Index num_layers() const noexcept { return encoder_.num_layers(); }
   /// Encoder layer `i`. Throws invalid_argument for i outside [0, num_layers()).
   Layer& layer(Index i) {
-    require_layer_index(i, "layer", "i");
+    this->require_layer_index(i, "layer", "i");
     return encoder_.layer(i);
   }
 
@@ -287,53 +288,12 @@ class SequenceModel {
     return total;
   }
 
-  // ---- feature maps and Ω -------------------------------------------------------------------
-
-  /// Number of distinct Ω: 1 when shared, num_layers() per layer, 0 for softmax attention.
-  Index num_omegas() const noexcept { return encoder_.num_maps(); }
-  /// Which Ω layer `layer` uses (0 when shared).
-  Index omega_index(Index layer) const noexcept { return encoder_.map_index(layer); }
-
-  /// Ω number `i` (m × d_head), the feature map's own. Throws invalid_argument for softmax
-  /// attention or an index out of range.
-  const MatrixType& omega(Index i) const {
-    require_omega_index(i, "omega");
-    return encoder_.map(i).omega();
-  }
-
-  /// Replaces Ω number `i` (for example with particles learned in Phase A). Throws
-  /// invalid_argument for softmax attention, an index out of range, or an Ω that is not
-  /// m × d_head and finite.
-  template <typename D>
-  void set_omega(Index i, const Eigen::MatrixBase<D>& omega) {
-    const char* where = "coulomb::nn::SequenceModel::set_omega";
-    require_omega_index(i, "set_omega");
-    const MatrixType& current = encoder_.map(i).omega();
-    detail::require_shape(omega, current.rows(), current.cols(), where, "omega");
-    detail::require_finite(omega, where, "omega");
-    encoder_.map(i).set_omega(omega);
-  }
-
-  /// The feature map of encoder layer `layer` (the owner of its Ω). Throws invalid_argument for
-  /// softmax attention or a bad index.
-  const Map& feature_map(Index layer) const {
-    require_layer_index(layer, "feature_map", "layer");
-    return encoder_.layer(layer).attention().feature_map();
-  }
-
-  /// Whether Ω is trained end to end (config.train_omega).
-  bool omega_trainable() const noexcept { return config_.train_omega; }
-  /// Freezes (false) or unfreezes (true) every Ω; call parameters() again afterwards.
-  void set_omega_trainable(bool trainable) {
-    config_.train_omega = trainable;
-    encoder_.set_omega_gradient(trainable);
-  }
-  /// Draws every Ω (and RFF phases) afresh from `rng` with the maps' Draw policy.
-  void redraw_omega(Rng& rng) {
-    for (Index k = 0; k < encoder_.num_maps(); ++k) encoder_.map(k).redraw(rng);
-  }
+  // The feature maps and Ω: OmegaAccess (num_omegas, omega, set_omega, feature_map, ...).
 
  private:
+  friend class OmegaAccess<SequenceModel, Map>;
+  static constexpr const char* class_name = "coulomb::nn::SequenceModel::";
+
   static const SequenceModelConfig& checked(const SequenceModelConfig& config) {
     validate_config(config);
     return config;
@@ -455,22 +415,6 @@ class SequenceModel {
     final_norm_.forward(state.x_, state.hf_);
     head_.forward(state.hf_, logits);
     ++state.position_;
-  }
-
-  void require_layer_index(Index layer, const char* function, const char* name) const {
-    if (!(layer >= 0 && layer < num_layers()))
-      detail::throw_invalid(std::string("coulomb::nn::SequenceModel::") + function,
-                            std::string("argument '") + name + "' is " + std::to_string(layer) +
-                                ", expected 0.." + std::to_string(num_layers() - 1));
-  }
-
-  void require_omega_index(Index i, const char* function) const {
-    const std::string where = std::string("coulomb::nn::SequenceModel::") + function;
-    if (!(config_.attention == AttentionKind::linear))
-      detail::throw_invalid(where, "the model uses softmax attention, which has no Omega");
-    if (!(i >= 0 && i < num_omegas()))
-      detail::throw_invalid(where, "argument 'i' is " + std::to_string(i) + ", expected 0.." +
-                                       std::to_string(num_omegas() - 1));
   }
 
   void check_batch(const TokenArray& ids, const PaddingMask& mask, const char* where) const {

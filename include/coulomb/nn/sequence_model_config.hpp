@@ -16,6 +16,7 @@
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "attention_block.hpp"
+#include "config_checks.hpp"
 #include "positions.hpp"
 #include "text_classifier_config.hpp"
 
@@ -82,26 +83,13 @@ struct SequenceModelConfig {
 /// `config` is valid.
 inline void validate_config(const SequenceModelConfig& config) {
   const char* where = "coulomb::nn::validate_config";
-  auto at_least = [&](Index value, Index low, const char* name) {
-    if (!(value >= low))
-      detail::throw_invalid(where, std::string("argument 'config.") + name + "' must be at least " +
-                                       std::to_string(low) + ", got " + std::to_string(value));
-  };
-  at_least(config.vocab_size, 1, "vocab_size");
-  at_least(config.max_length, 1, "max_length");
-  at_least(config.d_model, 1, "d_model");
-  at_least(config.num_heads, 1, "num_heads");
-  at_least(config.d_ff, 1, "d_ff");
-  at_least(config.num_layers, 1, "num_layers");
-  at_least(config.num_outputs, 0, "num_outputs");
+  detail::check_encoder_sizes(config, where);
+  detail::require_config_at_least(config.num_outputs, 0, where, "num_outputs");
   if (!(config.output_dim() >= 2))
     detail::throw_invalid(where, "argument 'config.num_outputs' gives " +
                                      std::to_string(config.output_dim()) +
                                      " outputs (0 means vocab_size), expected at least 2");
-  if (!(config.d_model % config.num_heads == 0))
-    detail::throw_invalid(where, "argument 'config.d_model' (" + std::to_string(config.d_model) +
-                                     ") must be a multiple of config.num_heads (" +
-                                     std::to_string(config.num_heads) + ")");
+  detail::check_head_split(config, where);
   if (!(config.head == SequenceHead::classification || config.head == SequenceHead::per_token ||
         config.head == SequenceHead::causal_lm))
     detail::throw_invalid(where,
@@ -123,18 +111,8 @@ inline void validate_config(const SequenceModelConfig& config) {
                           "argument 'config.positions' is rotary, which rotates pairs of "
                           "columns: d_model / num_heads = " +
                               std::to_string(config.head_dim()) + " must be even");
-  if (!(std::isfinite(config.dropout) && config.dropout >= 0.0 && config.dropout < 1.0))
-    detail::throw_invalid(where, "argument 'config.dropout' must be in [0, 1), got " +
-                                     std::to_string(config.dropout));
-  if (!(config.attention == AttentionKind::linear || config.attention == AttentionKind::softmax))
-    detail::throw_invalid(where, "argument 'config.attention' is not linear or softmax");
-  if (config.attention == AttentionKind::linear) at_least(config.num_features, 1, "num_features");
-  detail::require_positive(config.layer_norm_eps, where, "config.layer_norm_eps");
-  detail::require_positive(config.embedding_init_std, where, "config.embedding_init_std");
-  if (!(config.num_threads >= 0 && config.num_threads <= SequenceModelConfig::max_threads))
-    detail::throw_invalid(where, "argument 'config.num_threads' must be in [0, " +
-                                     std::to_string(SequenceModelConfig::max_threads) + "], got " +
-                                     std::to_string(config.num_threads));
+  detail::check_dropout_and_attention(config, where);
+  detail::check_norms_and_threads(config, where);
 }
 
 /// The configuration of the SequenceModel that is the given text classifier: the

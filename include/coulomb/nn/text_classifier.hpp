@@ -44,6 +44,7 @@
 #include "encoder.hpp"
 #include "encoder_stack.hpp"
 #include "layers.hpp"
+#include "omega_access.hpp"
 #include "pair_head.hpp"
 #include "parameter.hpp"
 #include "pooling.hpp"
@@ -64,7 +65,7 @@ namespace coulomb::nn {
 /// feature maps of the encoder (EncoderStack); omega(), parameters() and the layers' attention
 /// all see that one copy. Copies of a model are independent models.
 template <FeatureMap Map>
-class TextClassifier {
+class TextClassifier : public OmegaAccess<TextClassifier<Map>, Map> {
  public:
   using Scalar = typename Map::Scalar;            ///< float or double, the feature map's
   using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
@@ -115,7 +116,7 @@ class TextClassifier {
   /// Encoder layer `i` (for inspection and tests). Throws invalid_argument for i outside
   /// [0, num_layers()).
   Layer& layer(Index i) {
-    require_layer_index(i, "layer", "i");
+    this->require_layer_index(i, "layer", "i");
     return encoder_.layer(i);
   }
 
@@ -249,52 +250,9 @@ class TextClassifier {
     return total;
   }
 
-  // ---- feature maps and Ω -------------------------------------------------------------------
+  // ---- the token embedding ----------------------------------------------------------------
 
-  /// Number of distinct Ω: 1 when shared, num_layers() per layer, 0 for softmax attention.
-  Index num_omegas() const noexcept { return encoder_.num_maps(); }
-
-  /// Which Ω layer `layer` uses (0 when shared).
-  Index omega_index(Index layer) const noexcept { return encoder_.map_index(layer); }
-
-  /// Ω number `i` (m × d_head): the feature map's own Ω, which the optimizer and model files
-  /// see through parameters().
-  const MatrixType& omega(Index i) const {
-    require_omega_index(i, "omega");
-    return encoder_.map(i).omega();
-  }
-
-  /// Replaces Ω number `i` (for example with the particles learned in Phase A), in the one
-  /// feature map that every layer using it shares. Throws invalid_argument for softmax
-  /// attention, an index out of range, or an Ω that is not m × d_head and finite.
-  template <typename D>
-  void set_omega(Index i, const Eigen::MatrixBase<D>& omega) {
-    const char* where = "coulomb::nn::TextClassifier::set_omega";
-    require_omega_index(i, "set_omega");
-    const MatrixType& current = encoder_.map(i).omega();
-    detail::require_shape(omega, current.rows(), current.cols(), where, "omega");
-    detail::require_finite(omega, where, "omega");
-    encoder_.map(i).set_omega(omega);
-  }
-
-  /// The feature map of encoder layer `layer`: the owner of omega(omega_index(layer)), shared
-  /// with every layer that uses the same Ω. Writes through parameters() (an optimizer step, a
-  /// loaded file) reach its Ω at once; its overflow bounds follow at the next forward. Throws
-  /// invalid_argument for softmax attention or a bad index.
-  const Map& feature_map(Index layer) const {
-    require_layer_index(layer, "feature_map", "layer");
-    return encoder_.layer(layer).attention().feature_map();
-  }
-
-  /// Whether Ω is trained end to end (config.train_omega).
-  bool omega_trainable() const noexcept { return config_.train_omega; }
-
-  /// Freezes (false) or unfreezes (true) every Ω: the trainable flag of parameters() and the
-  /// computation of ∂L/∂Ω in backward follow it. Call parameters() again afterwards.
-  void set_omega_trainable(bool trainable) {
-    config_.train_omega = trainable;
-    encoder_.set_omega_gradient(trainable);
-  }
+  // The feature maps and Ω: OmegaAccess (num_omegas, omega, set_omega, feature_map, ...).
 
   /// Whether the token embedding table is trained (true unless set_token_embedding_trainable
   /// froze it).
@@ -310,13 +268,10 @@ class TextClassifier {
     train_token_embedding_ = trainable;
   }
 
-  /// Draws every Ω (and RFF phases) afresh from `rng` with the maps' Draw policy (the
-  /// "redrawn" vanilla baseline).
-  void redraw_omega(Rng& rng) {
-    for (Index k = 0; k < encoder_.num_maps(); ++k) encoder_.map(k).redraw(rng);
-  }
-
  private:
+  friend class OmegaAccess<TextClassifier, Map>;
+  static constexpr const char* class_name = "coulomb::nn::TextClassifier::";
+
   static const TextClassifierConfig& checked(const TextClassifierConfig& config) {
     validate_config(config);
     return config;
@@ -383,22 +338,6 @@ class TextClassifier {
     }
     classifier_.set_num_threads(c.num_threads);
     pair_head_.set_num_threads(c.num_threads);
-  }
-
-  void require_layer_index(Index layer, const char* function, const char* name) const {
-    if (!(layer >= 0 && layer < num_layers()))
-      detail::throw_invalid(std::string("coulomb::nn::TextClassifier::") + function,
-                            std::string("argument '") + name + "' is " + std::to_string(layer) +
-                                ", expected 0.." + std::to_string(num_layers() - 1));
-  }
-
-  void require_omega_index(Index i, const char* function) const {
-    const std::string where = std::string("coulomb::nn::TextClassifier::") + function;
-    if (!(config_.attention == AttentionKind::linear))
-      detail::throw_invalid(where, "the model uses softmax attention, which has no Omega");
-    if (!(i >= 0 && i < num_omegas()))
-      detail::throw_invalid(where, "argument 'i' is " + std::to_string(i) + ", expected 0.." +
-                                       std::to_string(num_omegas() - 1));
   }
 
   void check_batch(const TokenBatch& batch, const char* where) const {

@@ -15,6 +15,7 @@
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "attention_block.hpp"
+#include "config_checks.hpp"
 
 namespace coulomb::nn {
 
@@ -71,34 +72,14 @@ struct TextClassifierConfig {
 inline void validate_config(const TextClassifierConfig& config) {
   const char* where = "coulomb::nn::validate_config";
   auto at_least = [&](Index value, Index low, const char* name) {
-    if (!(value >= low))
-      detail::throw_invalid(where, std::string("argument 'config.") + name + "' must be at least " +
-                                       std::to_string(low) + ", got " + std::to_string(value));
+    detail::require_config_at_least(value, low, where, name);
   };
-  at_least(config.vocab_size, 1, "vocab_size");
-  at_least(config.max_length, 1, "max_length");
-  at_least(config.d_model, 1, "d_model");
-  at_least(config.num_heads, 1, "num_heads");
-  at_least(config.d_ff, 1, "d_ff");
-  at_least(config.num_layers, 1, "num_layers");
+  detail::check_encoder_sizes(config, where);
   at_least(config.num_classes, 2, "num_classes");
-  if (!(config.d_model % config.num_heads == 0))
-    detail::throw_invalid(where, "argument 'config.d_model' (" + std::to_string(config.d_model) +
-                                     ") must be a multiple of config.num_heads (" +
-                                     std::to_string(config.num_heads) + ")");
-  if (!(std::isfinite(config.dropout) && config.dropout >= 0.0 && config.dropout < 1.0))
-    detail::throw_invalid(where, "argument 'config.dropout' must be in [0, 1), got " +
-                                     std::to_string(config.dropout));
-  if (!(config.attention == AttentionKind::linear || config.attention == AttentionKind::softmax))
-    detail::throw_invalid(where, "argument 'config.attention' is not linear or softmax");
-  if (config.attention == AttentionKind::linear) at_least(config.num_features, 1, "num_features");
+  detail::check_head_split(config, where);
+  detail::check_dropout_and_attention(config, where);
   if (config.use_segments) at_least(config.num_segments, 1, "num_segments");
-  detail::require_positive(config.layer_norm_eps, where, "config.layer_norm_eps");
-  detail::require_positive(config.embedding_init_std, where, "config.embedding_init_std");
-  if (!(config.num_threads >= 0 && config.num_threads <= TextClassifierConfig::max_threads))
-    detail::throw_invalid(where, "argument 'config.num_threads' must be in [0, " +
-                                     std::to_string(TextClassifierConfig::max_threads) + "], got " +
-                                     std::to_string(config.num_threads));
+  detail::check_norms_and_threads(config, where);
   if (!(config.pooling == PoolingKind::mean || config.pooling == PoolingKind::pair))
     detail::throw_invalid(where, "argument 'config.pooling' is not mean or pair");
   if (config.pooling == PoolingKind::pair) {
