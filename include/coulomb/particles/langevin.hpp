@@ -185,6 +185,39 @@ void callback_end(C& callback, A&... args) {
     callback.end_optimization(args...);
 }
 
+// The energy and gradient of `objective` at `particles` (on the `batch` samples from `cursor`
+// when batch > 0 and the objective takes minibatches). A numerical_error of the objective, or a
+// non-finite energy or gradient, puts the particles back to `last_finite` and throws
+// numerical_error naming `where` and step `t`.
+template <typename Objective, typename S>
+double guarded_evaluation(Objective& objective, Matrix<S>& particles, const Matrix<S>& last_finite,
+                          [[maybe_unused]] Index cursor, [[maybe_unused]] Index batch,
+                          Matrix<S>& gradient, const char* where, Index t) {
+  double energy = 0.0;
+  try {
+    if constexpr (MinibatchObjective<Objective, S>) {
+      energy = static_cast<double>(
+          batch > 0 ? objective.evaluate_with_gradient(particles, cursor, batch, gradient)
+                    : objective.evaluate_with_gradient(particles, gradient));
+    } else {
+      energy = static_cast<double>(objective.evaluate_with_gradient(particles, gradient));
+    }
+  } catch (const numerical_error& e) {
+    particles = last_finite;
+    throw numerical_error(std::string(where) + ": the energy is not finite at step " +
+                          std::to_string(t) + " (" + e.what() +
+                          "); the particles are those of the last finite step");
+  }
+  if (!std::isfinite(energy) || !coulomb::detail::all_finite(gradient)) {
+    particles = last_finite;
+    throw numerical_error(std::string(where) +
+                          ": the energy or its gradient is not finite at step " +
+                          std::to_string(t) + " (energy " + std::to_string(energy) +
+                          "); the particles are those of the last finite step");
+  }
+  return energy;
+}
+
 }  // namespace detail
 
 /// Projected Langevin dynamics.
@@ -256,37 +289,15 @@ class ProjectedLangevin {
     double energy = std::numeric_limits<double>::quiet_NaN();
     Index cursor = samples;  // forces a shuffle on the first minibatch
     for (Index t = 0; t < options_.max_iterations; ++t) {
-      try {
-        if constexpr (MinibatchObjective<Objective, Scalar>) {
-          if (batch > 0) {
-            if (cursor + batch > samples) {
-              objective.shuffle(batch_rng);
-              cursor = 0;
-            }
-            energy = static_cast<double>(
-                objective.evaluate_with_gradient(particles, cursor, batch, gradient));
-            cursor += batch;
-          } else {
-            energy = static_cast<double>(objective.evaluate_with_gradient(particles, gradient));
-          }
-        } else {
-          energy = static_cast<double>(objective.evaluate_with_gradient(particles, gradient));
+      if constexpr (MinibatchObjective<Objective, Scalar>) {
+        if (batch > 0 && cursor + batch > samples) {
+          objective.shuffle(batch_rng);
+          cursor = 0;
         }
-      } catch (const numerical_error& e) {
-        // An objective that reports its own overflow (RieszEnergy): the same contract as a
-        // non-finite energy.
-        particles = last_finite;
-        throw numerical_error(std::string(where) + ": the energy is not finite at step " +
-                              std::to_string(t) + " (" + e.what() +
-                              "); the particles are those of the last finite step");
       }
-      if (!std::isfinite(energy) || !coulomb::detail::all_finite(gradient)) {
-        particles = last_finite;
-        throw numerical_error(std::string(where) +
-                              ": the energy or its gradient is not finite at step " +
-                              std::to_string(t) + " (energy " + std::to_string(energy) +
-                              "); the particles are those of the last finite step");
-      }
+      energy = detail::guarded_evaluation(objective, particles, last_finite, cursor, batch,
+                                          gradient, where, t);
+      if (batch > 0) cursor += batch;
       last_finite = particles;
       const double eta = schedule_(t);
       detail::require(eta >= 0.0 && std::isfinite(eta), where,

@@ -216,35 +216,17 @@ class TiltedLangevin {
     double energy = energy0;
     Index cursor = samples;  // forces a shuffle on the first minibatch
     for (Index t = 0; t < options_.max_iterations; ++t) {
-      try {
-        if constexpr (MinibatchObjective<Objective, Scalar>) {
-          if (batch > 0) {
-            if (t % options_.batch_period == 0 && t > 0) cursor += batch;  // the next minibatch
-            if (cursor + batch > samples) {
-              objective.shuffle(batch_rng);
-              cursor = 0;
-            }
-            energy = static_cast<double>(
-                objective.evaluate_with_gradient(particles, cursor, batch, gradient));
-          } else {
-            energy = static_cast<double>(objective.evaluate_with_gradient(particles, gradient));
+      if constexpr (MinibatchObjective<Objective, Scalar>) {
+        if (batch > 0) {
+          if (t % options_.batch_period == 0 && t > 0) cursor += batch;  // the next minibatch
+          if (cursor + batch > samples) {
+            objective.shuffle(batch_rng);
+            cursor = 0;
           }
-        } else {
-          energy = static_cast<double>(objective.evaluate_with_gradient(particles, gradient));
         }
-      } catch (const numerical_error& e) {
-        particles = last_finite;
-        throw numerical_error(std::string(where) + ": the energy is not finite at step " +
-                              std::to_string(t) + " (" + e.what() +
-                              "); the particles are those of the last finite step");
       }
-      if (!std::isfinite(energy) || !coulomb::detail::all_finite(gradient)) {
-        particles = last_finite;
-        throw numerical_error(std::string(where) +
-                              ": the energy or its gradient is not finite at step " +
-                              std::to_string(t) + " (energy " + std::to_string(energy) +
-                              "); the particles are those of the last finite step");
-      }
+      energy = detail::guarded_evaluation(objective, particles, last_finite, cursor, batch,
+                                          gradient, where, t);
       last_finite = particles;
       [[maybe_unused]] const LangevinStep info{t, energy, options_.step,
                                                static_cast<double>(gradient.norm())};
