@@ -14,10 +14,11 @@
 #                       time, so this divides the step's wall time), from copies of the seed
 #                       corpora (scripts/run_fuzzers.sh); any crash, leak or sanitizer report
 #                       fails. COULOMB_FUZZ_SECONDS=0 skips the step.
-# The builds of steps 1 and 2 run at the same time (their logs go to build-check/build.log and
-# build-sanitize/build.log; a failing build prints the end of its log), and step 1's ctest as
-# soon as its build ends: on CI's two cores the check is bound by CPU, and this keeps both cores
-# busy (see the comment above the builds).
+# The builds of steps 1 and 2 run at the same time, in one pool of as many jobs as cores
+# (scripts/parallel_builds.mk; their logs go to build-check/build.log and build-sanitize/build.log;
+# a failing build prints the end of its log), and step 1's ctest as soon as its build ends: on
+# CI's two cores the check is bound by CPU, and this keeps both cores busy without
+# oversubscribing them (see the comment above the builds).
 # The unit tests are compiled once, in step 2: a second, unsanitized build of them would double
 # the time of the whole check. COULOMB_RELEASE_TESTS=1 also builds and runs them in step 1, which is then a Release build.
 # build/ is left alone: it is the optimized tree of scripts/demo.sh and of the benchmarks.
@@ -111,21 +112,22 @@ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DCOULOMB_SANITIZE=ON -DCO
   ${sanitize_cxx:+-DCMAKE_CXX_COMPILER="${sanitize_cxx}"}
 
 # --- 1 and 2: build both at once, then test -----------------------------------------------
-# On 2 cores the check is bound by CPU: whatever runs at the same time fills the cores that
-# one build alone leaves idle (the end of a build, ctest's process starts). build-check/ runs its
-# ctest as soon as it is built, while build-sanitize/ still compiles.
+# On 2 cores the check is bound by CPU: both builds share one pool of ${JOBS} jobs (GNU make's
+# jobserver, scripts/parallel_builds.mk), so that whatever one build leaves idle (its end, a
+# link) the other fills, without running more compilers than cores. build-check/ runs its ctest
+# as soon as it is built, while build-sanitize/ still compiles.
 step="build build-check/ and build-sanitize/ (logs: <dir>/build.log; build-check/ctest.log)"
 echo "==> ${step}"
-build_start=${SECONDS}
-(
-  cmake --build build-check -j"${JOBS}" >build-check/build.log 2>&1 || exit 10
-  echo "    build-check/ built after $((SECONDS - build_start)) s; its ctest runs now"
-  ctest --test-dir build-check --output-on-failure -j2 >build-check/ctest.log 2>&1 || exit 20
-) &
-check_pid=$!
-sanitize_rc=0
-cmake --build build-sanitize -j"${JOBS}" >build-sanitize/build.log 2>&1 || sanitize_rc=$?
-echo "    build-sanitize/ built after $((SECONDS - build_start)) s (exit status ${sanitize_rc})"
+rm -f build-check/build.status build-check/ctest.status build-sanitize/build.status
+make --no-print-directory -j"${JOBS}" -f scripts/parallel_builds.mk START="$(date +%s)" || true
+status_of() { cat "$1" 2>/dev/null || echo 1; }
+sanitize_rc="$(status_of build-sanitize/build.status)"
+check_rc=0
+if [[ "$(status_of build-check/build.status)" != 0 ]]; then
+  check_rc=10
+elif [[ "$(status_of build-check/ctest.status)" != 0 ]]; then
+  check_rc=20
+fi
 
 show_build_failure() {
   echo "test.sh: the build of $1/ failed; its errors and the end of $1/build.log:" >&2
@@ -133,7 +135,6 @@ show_build_failure() {
   tail -n 60 "$1/build.log" >&2
 }
 if [[ ${sanitize_rc} -ne 0 ]]; then
-  wait "${check_pid}" || true
   show_build_failure build-sanitize
   step="build build-sanitize/"
   exit 1
@@ -161,8 +162,6 @@ sanitize_test_rc=0
 ctest --test-dir build-sanitize --output-on-failure -j2 -LE fuzz \
   -E "consumer_package|api_docs_complete|docs_getting_started" || sanitize_test_rc=$?
 
-check_rc=0
-wait "${check_pid}" || check_rc=$?
 echo "==> ctest build-check/ (build-check/ctest.log)"
 if [[ ${check_rc} -eq 10 ]]; then
   show_build_failure build-check

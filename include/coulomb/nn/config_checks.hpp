@@ -67,4 +67,20 @@ void check_norms_and_threads(const Config& config, const char* where) {
                              std::to_string(config.num_threads));
 }
 
+/// With linear attention, checks that `prototype` (the feature map whose copies every head
+/// gets) has input_dim d_model / num_heads and config.num_features particles.
+template <typename Config, typename Map>
+void check_prototype(const Config& config, const Map& prototype, const char* where) {
+  if (config.attention != nn::AttentionKind::linear) return;
+  const Index d_head = config.d_model / config.num_heads;
+  if (!(prototype.input_dim() == d_head))
+    throw_invalid(where, "argument 'prototype' has input_dim " +
+                             std::to_string(prototype.input_dim()) +
+                             ", expected d_model / num_heads = " + std::to_string(d_head));
+  if (!(prototype.num_particles() == config.num_features))
+    throw_invalid(where, "argument 'prototype' has " + std::to_string(prototype.num_particles()) +
+                             " particles, expected config.num_features = " +
+                             std::to_string(config.num_features));
+}
+
 }  // namespace coulomb::detail

@@ -24,38 +24,77 @@
 
 namespace coulomb::nn {
 
-/// A table E ∈ R^{count×dim}: id i maps to row i. The gradient of the table is the sum of the
-/// output gradients of the rows that looked it up (a scatter-add).
+/// What Embedding and PositionEmbedding share: a table of `rows` vectors of width `dim`, its
+/// gradient, its initialization and its parameter entry. `class_name` ("coulomb::nn::Embedding")
+/// names the owner in error messages.
 template <RealScalar Scalar>
-class Embedding {
+class EmbeddingTable {
  public:
   using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
   using ConstRef = Eigen::Ref<const MatrixType>;  ///< how inputs are taken (no copy)
 
-  /// An empty table; assign a sized one before use.
-  Embedding() = default;
-
-  /// A zero table of `count` entries of width `dim` (call initialize). Throws
-  /// invalid_argument for a size below 1.
-  Embedding(Index count, Index dim) {
-    const char* where = "coulomb::nn::Embedding::constructor";
-    detail::nn_require_dim(count, where, "count");
-    detail::nn_require_dim(dim, where, "dim");
-    table_.setZero(count, dim);
-    grad_.setZero(count, dim);
-  }
-
-  /// Entries drawn from N(0, stddev²).
+  /// Entries drawn from N(0, stddev²). Throws invalid_argument unless stddev > 0.
   template <std::uniform_random_bit_generator G>
   void initialize(G& rng, double stddev) {
-    detail::require_positive(stddev, "coulomb::nn::Embedding::initialize", "stddev");
+    detail::require_positive(stddev, std::string(class_name_) + "::initialize", "stddev");
     detail::nn_normal(table_, stddev, rng);
   }
 
-  /// Number of entries (the id range is [0, count)).
-  Index count() const noexcept { return table_.rows(); }
   /// Width of the vectors.
   Index dim() const noexcept { return table_.cols(); }
+
+  /// Sets the gradient to zero.
+  void zero_grad() { grad_.setZero(); }
+
+  /// Appends `name` (decayed).
+  void append_parameters(ParameterList<Scalar>& list, const std::string& name) {
+    list.push_back({name, &table_, &grad_, true, true});
+  }
+
+  /// The table (rows × dim).
+  const MatrixType& table() const noexcept { return table_; }
+  /// The table, mutable.
+  MatrixType& table() noexcept { return table_; }
+  /// The gradient of the table accumulated since the last zero_grad().
+  const MatrixType& gradient() const noexcept { return grad_; }
+
+ protected:
+  /// An empty table (no rows).
+  explicit EmbeddingTable(const char* class_name) noexcept : class_name_(class_name) {}
+
+  /// A zero table; throws invalid_argument (naming `rows_name` or "dim") for a size below 1.
+  EmbeddingTable(const char* class_name, Index rows, const char* rows_name, Index dim)
+      : class_name_(class_name) {
+    const std::string where = std::string(class_name) + "::constructor";
+    detail::nn_require_dim(rows, where.c_str(), rows_name);
+    detail::nn_require_dim(dim, where.c_str(), "dim");
+    table_.setZero(rows, dim);
+    grad_.setZero(rows, dim);
+  }
+
+  const char* class_name_;  ///< the owner's class name, for error messages
+  MatrixType table_;        ///< the vectors, one per row
+  MatrixType grad_;         ///< ∂L/∂table
+};
+
+/// A table E ∈ R^{count×dim}: id i maps to row i. The gradient of the table is the sum of the
+/// output gradients of the rows that looked it up (a scatter-add).
+template <RealScalar Scalar>
+class Embedding : public EmbeddingTable<Scalar> {
+ public:
+  using typename EmbeddingTable<Scalar>::MatrixType;
+  using typename EmbeddingTable<Scalar>::ConstRef;
+  using EmbeddingTable<Scalar>::dim;
+
+  /// An empty table; assign a sized one before use.
+  Embedding() noexcept : EmbeddingTable<Scalar>(class_name) {}
+
+  /// A zero table of `count` entries of width `dim` (call initialize). Throws
+  /// invalid_argument for a size below 1.
+  Embedding(Index count, Index dim) : EmbeddingTable<Scalar>(class_name, count, "count", dim) {}
+
+  /// Number of entries (the id range is [0, count)).
+  Index count() const noexcept { return this->table_.rows(); }
 
   /// X.row(r) = E.row(ids[r]) (X resized to ids.size() × dim). Throws invalid_argument for an
   /// id outside [0, count()).
@@ -80,26 +119,11 @@ class Embedding {
     detail::require_shape(dX, static_cast<Index>(ids.size()), dim(), where, "dX");
     const Index n = dX.rows();
     for (Index j = 0; j < dim(); ++j) {
-      auto g = grad_.col(j);
+      auto g = this->grad_.col(j);
       const auto d = dX.col(j);
       for (Index r = 0; r < n; ++r) g(ids[static_cast<std::size_t>(r)]) += d(r);
     }
   }
-
-  /// Sets the gradient to zero.
-  void zero_grad() { grad_.setZero(); }
-
-  /// Appends `name` (decayed).
-  void append_parameters(ParameterList<Scalar>& list, const std::string& name) {
-    list.push_back({name, &table_, &grad_, true, true});
-  }
-
-  /// The table E (count × dim).
-  const MatrixType& table() const noexcept { return table_; }
-  /// The table, mutable.
-  MatrixType& table() noexcept { return table_; }
-  /// ∂L/∂E accumulated since the last zero_grad().
-  const MatrixType& gradient() const noexcept { return grad_; }
 
  private:
   void check_ids(std::span<const TokenId> ids, const char* where) const {
@@ -117,7 +141,7 @@ class Embedding {
   void gather(std::span<const TokenId> ids, MatrixType& X) const {
     const Index n = X.rows();
     for (Index j = 0; j < dim(); ++j) {
-      const auto e = table_.col(j);
+      const auto e = this->table_.col(j);
       auto x = X.col(j);
       for (Index r = 0; r < n; ++r) {
         if constexpr (Add)
@@ -128,39 +152,27 @@ class Embedding {
     }
   }
 
-  MatrixType table_, grad_;
+  static constexpr const char* class_name = "coulomb::nn::Embedding";
 };
 
 /// Learned absolute positions P ∈ R^{max_length×dim}: row b·L + t of a batch gets P.row(t).
 template <RealScalar Scalar>
-class PositionEmbedding {
+class PositionEmbedding : public EmbeddingTable<Scalar> {
  public:
-  using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
-  using ConstRef = Eigen::Ref<const MatrixType>;  ///< how inputs are taken (no copy)
+  using typename EmbeddingTable<Scalar>::MatrixType;
+  using typename EmbeddingTable<Scalar>::ConstRef;
+  using EmbeddingTable<Scalar>::dim;
 
   /// An empty table; assign a sized one before use.
-  PositionEmbedding() = default;
+  PositionEmbedding() noexcept : EmbeddingTable<Scalar>(class_name) {}
 
-  /// A zero table for positions [0, max_length) of width `dim`.
-  PositionEmbedding(Index max_length, Index dim) {
-    const char* where = "coulomb::nn::PositionEmbedding::constructor";
-    detail::nn_require_dim(max_length, where, "max_length");
-    detail::nn_require_dim(dim, where, "dim");
-    table_.setZero(max_length, dim);
-    grad_.setZero(max_length, dim);
-  }
-
-  /// Entries drawn from N(0, stddev²).
-  template <std::uniform_random_bit_generator G>
-  void initialize(G& rng, double stddev) {
-    detail::require_positive(stddev, "coulomb::nn::PositionEmbedding::initialize", "stddev");
-    detail::nn_normal(table_, stddev, rng);
-  }
+  /// A zero table for positions [0, max_length) of width `dim`. Throws invalid_argument for a
+  /// size below 1.
+  PositionEmbedding(Index max_length, Index dim)
+      : EmbeddingTable<Scalar>(class_name, max_length, "max_length", dim) {}
 
   /// Longest sequence the table covers.
-  Index max_length() const noexcept { return table_.rows(); }
-  /// Width of the vectors.
-  Index dim() const noexcept { return table_.cols(); }
+  Index max_length() const noexcept { return this->table_.rows(); }
 
   /// X.row(b·L + t) += P.row(t) for `batch` sequences of length `length`; X must be
   /// (batch·length) × dim. Throws invalid_argument for length > max_length().
@@ -168,7 +180,8 @@ class PositionEmbedding {
     const char* where = "coulomb::nn::PositionEmbedding::forward_add";
     check_length(length, batch, where);
     detail::require_shape(X, length * batch, dim(), where, "X");
-    for (Index b = 0; b < batch; ++b) X.middleRows(b * length, length) += table_.topRows(length);
+    for (Index b = 0; b < batch; ++b)
+      X.middleRows(b * length, length) += this->table_.topRows(length);
   }
 
   /// ∂L/∂P.row(t) += Σ_b dX.row(b·L + t).
@@ -176,23 +189,9 @@ class PositionEmbedding {
     const char* where = "coulomb::nn::PositionEmbedding::backward";
     check_length(length, batch, where);
     detail::require_shape(dX, length * batch, dim(), where, "dX");
-    for (Index b = 0; b < batch; ++b) grad_.topRows(length) += dX.middleRows(b * length, length);
+    for (Index b = 0; b < batch; ++b)
+      this->grad_.topRows(length) += dX.middleRows(b * length, length);
   }
-
-  /// Sets the gradient to zero.
-  void zero_grad() { grad_.setZero(); }
-
-  /// Appends `name` (decayed).
-  void append_parameters(ParameterList<Scalar>& list, const std::string& name) {
-    list.push_back({name, &table_, &grad_, true, true});
-  }
-
-  /// The table P (max_length × dim).
-  const MatrixType& table() const noexcept { return table_; }
-  /// The table, mutable.
-  MatrixType& table() noexcept { return table_; }
-  /// ∂L/∂P accumulated since the last zero_grad().
-  const MatrixType& gradient() const noexcept { return grad_; }
 
  private:
   void check_length(Index length, Index batch, const char* where) const {
@@ -205,7 +204,7 @@ class PositionEmbedding {
                             "argument 'batch' must be at least 1, got " + std::to_string(batch));
   }
 
-  MatrixType table_, grad_;
+  static constexpr const char* class_name = "coulomb::nn::PositionEmbedding";
 };
 
 }  // namespace coulomb::nn

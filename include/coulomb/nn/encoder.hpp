@@ -13,6 +13,7 @@
 /// each sequence at a time (decoding), every part but the attention acting on that token alone.
 #pragma once
 
+#include <concepts>
 #include <functional>
 #include <random>
 #include <string>
@@ -64,36 +65,22 @@ class EncoderLayer {
   using ConstRef = Eigen::Ref<const MatrixType>;      ///< how inputs are taken (no copy)
   using Attention = MultiHeadAttention<Scalar, Map>;  ///< the attention block
 
-  /// A layer with linear attention over a copy of `map`. Throws invalid_argument for options
-  /// that do not fit (for example rotary positions with an odd d_head).
-  EncoderLayer(const EncoderLayerOptions& options, const Map& map)
+  /// A layer with exact softmax attention (no `map`), or with linear attention over `map`: over
+  /// a copy of it (a Map), or over that very map, borrowed (a std::reference_wrapper<Map>, which
+  /// must outlive the layer: EncoderStack owns the maps of its layers). Throws
+  /// invalid_argument for options that do not fit (for example rotary positions with an odd
+  /// d_head).
+  template <typename... MapArg>
+  requires(
+      sizeof...(MapArg) == 0 ||
+      (sizeof...(MapArg) == 1 &&
+       ((std::same_as<MapArg, Map> ||
+         std::same_as<MapArg, std::reference_wrapper<
+                                  Map>>)&&...))) explicit EncoderLayer(const EncoderLayerOptions&
+                                                                           options,
+                                                                       const MapArg&... map)
       : norm1_(options.d_model, options.layer_norm_eps),
-        attention_(options.d_model, map, options.attention, options.tied_qk),
-        dropout1_(options.dropout),
-        norm2_(options.d_model, options.layer_norm_eps),
-        ffn1_(options.d_model, options.d_ff),
-        ffn2_(options.d_ff, options.d_model),
-        dropout2_(options.dropout) {
-    if (options.rotary) attention_.set_rotary(options.rotary_base);
-  }
-
-  /// A layer with linear attention over `map`, borrowed: the layer uses that very map, which
-  /// must outlive it (EncoderStack owns the maps of its layers).
-  EncoderLayer(const EncoderLayerOptions& options, std::reference_wrapper<Map> map)
-      : norm1_(options.d_model, options.layer_norm_eps),
-        attention_(options.d_model, map, options.attention, options.tied_qk),
-        dropout1_(options.dropout),
-        norm2_(options.d_model, options.layer_norm_eps),
-        ffn1_(options.d_model, options.d_ff),
-        ffn2_(options.d_ff, options.d_model),
-        dropout2_(options.dropout) {
-    if (options.rotary) attention_.set_rotary(options.rotary_base);
-  }
-
-  /// A layer with exact softmax attention.
-  explicit EncoderLayer(const EncoderLayerOptions& options)
-      : norm1_(options.d_model, options.layer_norm_eps),
-        attention_(options.d_model, options.attention, options.tied_qk),
+        attention_(options.d_model, map..., options.attention, options.tied_qk),
         dropout1_(options.dropout),
         norm2_(options.d_model, options.layer_norm_eps),
         ffn1_(options.d_model, options.d_ff),

@@ -27,6 +27,7 @@
 #include "../attention/layout.hpp"
 #include "../core/check.hpp"
 #include "../core/config.hpp"
+#include "../core/random.hpp"
 #include "../features/feature_map.hpp"
 #include "encoder.hpp"
 #include "parameter.hpp"
@@ -91,6 +92,36 @@ class EncoderStack {
     require_layers(num_layers, "coulomb::nn::EncoderStack::constructor");
     layers_.reserve(static_cast<std::size_t>(num_layers));
     for (Index i = 0; i < num_layers; ++i) layers_.emplace_back(options);
+  }
+
+  /// The stack of a model built from the random streams of docs/model.md: with `linear`
+  /// attention, its maps drawn by make_map(map_rng) (one when `shared`, else one per layer);
+  /// then layer i initialized from root.split(2 + i) and the products of every affine layer
+  /// split over `num_threads` (Linear::set_num_threads).
+  template <typename MakeMap>
+  static EncoderStack initialized(const EncoderLayerOptions& options, Index num_layers, bool linear,
+                                  bool shared, Index num_threads, Rng& map_rng, Rng& root,
+                                  MakeMap&& make_map) {
+    EncoderStack stack;
+    if (linear) {
+      const auto count = static_cast<std::size_t>(shared ? 1 : num_layers);
+      std::vector<Map> maps;
+      maps.reserve(count);
+      for (std::size_t k = 0; k < count; ++k) maps.push_back(make_map(map_rng));
+      stack = EncoderStack(options, num_layers, std::move(maps), shared);
+    } else {
+      stack = EncoderStack(options, num_layers);
+    }
+    for (Index i = 0; i < num_layers; ++i) {
+      Rng layer_rng = root.split(static_cast<std::uint64_t>(2 + i));
+      Layer& layer = stack.layer(i);
+      layer.initialize(layer_rng);
+      auto& a = layer.attention();
+      for (Linear<Scalar>* l : {&a.query_projection(), &a.key_projection(), &a.value_projection(),
+                                &a.output_projection(), &layer.ffn_in(), &layer.ffn_out()})
+        l->set_num_threads(num_threads);
+    }
+    return stack;
   }
 
   /// A copy whose layers use the copy's maps.

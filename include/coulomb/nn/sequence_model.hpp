@@ -42,9 +42,9 @@
 #include "attention_block.hpp"
 #include "embedding.hpp"
 #include "encoder.hpp"
+#include "encoder_access.hpp"
 #include "encoder_stack.hpp"
 #include "layers.hpp"
-#include "omega_access.hpp"
 #include "parameter.hpp"
 #include "pooling.hpp"
 #include "positions.hpp"
@@ -91,7 +91,7 @@ class SequenceDecodingState {
 /// `SequenceModel<FavorPlus<float>>`. One model per thread of control: forward, backward and
 /// step use internal state. Ω lives once, in the encoder's feature maps.
 template <FeatureMap Map>
-class SequenceModel : public OmegaAccess<SequenceModel<Map>, Map> {
+class SequenceModel : public EncoderAccess<SequenceModel<Map>, Map> {
  public:
   using Scalar = typename Map::Scalar;                      ///< float or double, the feature map's
   using MatrixType = Matrix<Scalar>;                        ///< dense column-major matrix
@@ -107,8 +107,7 @@ class SequenceModel : public OmegaAccess<SequenceModel<Map>, Map> {
   SequenceModel(const SequenceModelConfig& config,
                 std::uint64_t seed) requires std::constructible_from<Map, Index, Index, Rng&>
       : config_(checked(config)) {
-    const Index d_head = config_.head_dim();
-    build(seed, [&](Rng& rng) { return Map(d_head, config_.num_features, rng); });
+    build(seed, this->fresh_maps(config_.head_dim(), config_.num_features));
   }
 
   /// A model whose feature maps are copies of `prototype` (its options) with Ω redrawn from
@@ -116,34 +115,12 @@ class SequenceModel : public OmegaAccess<SequenceModel<Map>, Map> {
   /// of particles (num_features), or an invalid config.
   SequenceModel(const SequenceModelConfig& config, const Map& prototype, std::uint64_t seed)
       : config_(checked(config)) {
-    const char* where = "coulomb::nn::SequenceModel::constructor";
-    if (config_.attention == AttentionKind::linear) {
-      if (!(prototype.input_dim() == config_.head_dim()))
-        detail::throw_invalid(
-            where, "argument 'prototype' has input_dim " + std::to_string(prototype.input_dim()) +
-                       ", expected d_model / num_heads = " + std::to_string(config_.head_dim()));
-      if (!(prototype.num_particles() == config_.num_features))
-        detail::throw_invalid(where, "argument 'prototype' has " +
-                                         std::to_string(prototype.num_particles()) +
-                                         " particles, expected config.num_features = " +
-                                         std::to_string(config_.num_features));
-    }
-    build(seed, [&](Rng& rng) {
-      Map map = prototype;
-      map.redraw(rng);
-      return map;
-    });
+    detail::check_prototype(config_, prototype, "coulomb::nn::SequenceModel::constructor");
+    build(seed, this->redrawn_copies(prototype));
   }
 
   /// The configuration.
   const SequenceModelConfig& config() const noexcept { return config_; }
-  /// Number of encoder layers.
-  Index num_layers() const noexcept { return encoder_.num_layers(); }
-  /// Encoder layer `i`. Throws invalid_argument for i outside [0, num_layers()).
-  Layer& layer(Index i) {
-    this->require_layer_index(i, "layer", "i");
-    return encoder_.layer(i);
-  }
 
   // ---- forward and backward ---------------------------------------------------------------
 
@@ -288,10 +265,11 @@ class SequenceModel : public OmegaAccess<SequenceModel<Map>, Map> {
     return total;
   }
 
-  // The feature maps and Ω: OmegaAccess (num_omegas, omega, set_omega, feature_map, ...).
+  // The layers, feature maps and Ω: EncoderAccess (num_layers, layer, num_omegas, omega, set_omega,
+  // feature_map, ...).
 
  private:
-  friend class OmegaAccess<SequenceModel, Map>;
+  friend class EncoderAccess<SequenceModel, Map>;
   static constexpr const char* class_name = "coulomb::nn::SequenceModel::";
 
   static const SequenceModelConfig& checked(const SequenceModelConfig& config) {
@@ -332,28 +310,11 @@ class SequenceModel : public OmegaAccess<SequenceModel<Map>, Map> {
     token_.initialize(embed_rng, c.embedding_init_std);
     if (c.positions == PositionKind::learned) position_.initialize(embed_rng, c.embedding_init_std);
     Rng map_rng = root.split(1);
-    if (c.attention == AttentionKind::linear) {
-      const auto count = static_cast<std::size_t>(c.shared_omega ? 1 : c.num_layers);
-      std::vector<Map> maps;
-      maps.reserve(count);
-      for (std::size_t k = 0; k < count; ++k) maps.push_back(make_map(map_rng));
-      encoder_ = EncoderStack<Scalar, Map>(lo, c.num_layers, std::move(maps), c.shared_omega);
-    } else {
-      encoder_ = EncoderStack<Scalar, Map>(lo, c.num_layers);
-    }
-    for (Index i = 0; i < c.num_layers; ++i) {
-      Rng layer_rng = root.split(static_cast<std::uint64_t>(2 + i));
-      encoder_.layer(i).initialize(layer_rng);
-    }
+    encoder_ = EncoderStack<Scalar, Map>::initialized(
+        lo, c.num_layers, c.attention == AttentionKind::linear, c.shared_omega, c.num_threads,
+        map_rng, root, make_map);
     Rng head_rng = root.split(static_cast<std::uint64_t>(2 + c.num_layers));
     head_.initialize(head_rng);
-    for (Index i = 0; i < c.num_layers; ++i) {
-      Layer& layer = encoder_.layer(i);
-      auto& a = layer.attention();
-      for (Linear<Scalar>* l : {&a.query_projection(), &a.key_projection(), &a.value_projection(),
-                                &a.output_projection(), &layer.ffn_in(), &layer.ffn_out()})
-        l->set_num_threads(c.num_threads);
-    }
     head_.set_num_threads(c.num_threads);
   }
 
@@ -396,7 +357,7 @@ class SequenceModel : public OmegaAccess<SequenceModel<Map>, Map> {
   void run_step(std::span<const TokenId> ids, const ValidMask* valid, MatrixType& logits,
                 DecodingState& state) {
     const char* where = "coulomb::nn::SequenceModel::step";
-    if (!(state.batch_ >= 1 && static_cast<Index>(state.layers_.size()) == num_layers()))
+    if (!(state.batch_ >= 1 && static_cast<Index>(state.layers_.size()) == this->num_layers()))
       detail::throw_invalid(where, "argument 'state' was not reset (call reset(state, batch))");
     if (!(static_cast<Index>(ids.size()) == state.batch_))
       detail::throw_invalid(where, "argument 'ids' has " + std::to_string(ids.size()) +

@@ -42,9 +42,9 @@
 #include "attention_block.hpp"
 #include "embedding.hpp"
 #include "encoder.hpp"
+#include "encoder_access.hpp"
 #include "encoder_stack.hpp"
 #include "layers.hpp"
-#include "omega_access.hpp"
 #include "pair_head.hpp"
 #include "parameter.hpp"
 #include "pooling.hpp"
@@ -65,7 +65,7 @@ namespace coulomb::nn {
 /// feature maps of the encoder (EncoderStack); omega(), parameters() and the layers' attention
 /// all see that one copy. Copies of a model are independent models.
 template <FeatureMap Map>
-class TextClassifier : public OmegaAccess<TextClassifier<Map>, Map> {
+class TextClassifier : public EncoderAccess<TextClassifier<Map>, Map> {
  public:
   using Scalar = typename Map::Scalar;            ///< float or double, the feature map's
   using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
@@ -79,8 +79,7 @@ class TextClassifier : public OmegaAccess<TextClassifier<Map>, Map> {
   TextClassifier(const TextClassifierConfig& config,
                  std::uint64_t seed) requires std::constructible_from<Map, Index, Index, Rng&>
       : config_(checked(config)) {
-    const Index d_head = config_.d_model / config_.num_heads;
-    build(seed, [&](Rng& rng) { return Map(d_head, config_.num_features, rng); });
+    build(seed, this->fresh_maps(config_.d_model / config_.num_heads, config_.num_features));
   }
 
   /// A model whose feature maps are copies of `prototype` (its options, for example a PORF ε
@@ -89,36 +88,12 @@ class TextClassifier : public OmegaAccess<TextClassifier<Map>, Map> {
   /// otherwise or for an invalid config.
   TextClassifier(const TextClassifierConfig& config, const Map& prototype, std::uint64_t seed)
       : config_(checked(config)) {
-    const char* where = "coulomb::nn::TextClassifier::constructor";
-    const Index d_head = config_.d_model / config_.num_heads;
-    if (config_.attention == AttentionKind::linear) {
-      if (!(prototype.input_dim() == d_head))
-        detail::throw_invalid(
-            where, "argument 'prototype' has input_dim " + std::to_string(prototype.input_dim()) +
-                       ", expected d_model / num_heads = " + std::to_string(d_head));
-      if (!(prototype.num_particles() == config_.num_features))
-        detail::throw_invalid(where, "argument 'prototype' has " +
-                                         std::to_string(prototype.num_particles()) +
-                                         " particles, expected config.num_features = " +
-                                         std::to_string(config_.num_features));
-    }
-    build(seed, [&](Rng& rng) {
-      Map map = prototype;
-      map.redraw(rng);
-      return map;
-    });
+    detail::check_prototype(config_, prototype, "coulomb::nn::TextClassifier::constructor");
+    build(seed, this->redrawn_copies(prototype));
   }
 
   /// The configuration.
   const TextClassifierConfig& config() const noexcept { return config_; }
-  /// Number of encoder layers.
-  Index num_layers() const noexcept { return encoder_.num_layers(); }
-  /// Encoder layer `i` (for inspection and tests). Throws invalid_argument for i outside
-  /// [0, num_layers()).
-  Layer& layer(Index i) {
-    this->require_layer_index(i, "layer", "i");
-    return encoder_.layer(i);
-  }
 
   // ---- forward and backward ---------------------------------------------------------------
 
@@ -252,7 +227,8 @@ class TextClassifier : public OmegaAccess<TextClassifier<Map>, Map> {
 
   // ---- the token embedding ----------------------------------------------------------------
 
-  // The feature maps and Ω: OmegaAccess (num_omegas, omega, set_omega, feature_map, ...).
+  // The layers, feature maps and Ω: EncoderAccess (num_layers, layer, num_omegas, omega, set_omega,
+  // feature_map, ...).
 
   /// Whether the token embedding table is trained (true unless set_token_embedding_trainable
   /// froze it).
@@ -269,7 +245,7 @@ class TextClassifier : public OmegaAccess<TextClassifier<Map>, Map> {
   }
 
  private:
-  friend class OmegaAccess<TextClassifier, Map>;
+  friend class EncoderAccess<TextClassifier, Map>;
   static constexpr const char* class_name = "coulomb::nn::TextClassifier::";
 
   static const TextClassifierConfig& checked(const TextClassifierConfig& config) {
@@ -309,19 +285,9 @@ class TextClassifier : public OmegaAccess<TextClassifier<Map>, Map> {
     position_.initialize(embed_rng, c.embedding_init_std);
     if (c.use_segments) segment_.initialize(embed_rng, c.embedding_init_std);
     Rng map_rng = root.split(1);
-    if (c.attention == AttentionKind::linear) {
-      const auto count = static_cast<std::size_t>(c.shared_omega ? 1 : c.num_layers);
-      std::vector<Map> maps;
-      maps.reserve(count);
-      for (std::size_t k = 0; k < count; ++k) maps.push_back(make_map(map_rng));
-      encoder_ = EncoderStack<Scalar, Map>(lo, c.num_layers, std::move(maps), c.shared_omega);
-    } else {
-      encoder_ = EncoderStack<Scalar, Map>(lo, c.num_layers);
-    }
-    for (Index i = 0; i < c.num_layers; ++i) {
-      Rng layer_rng = root.split(static_cast<std::uint64_t>(2 + i));
-      encoder_.layer(i).initialize(layer_rng);
-    }
+    encoder_ = EncoderStack<Scalar, Map>::initialized(
+        lo, c.num_layers, c.attention == AttentionKind::linear, c.shared_omega, c.num_threads,
+        map_rng, root, make_map);
     Rng head_rng = root.split(static_cast<std::uint64_t>(2 + c.num_layers));
     classifier_.initialize(head_rng);
     if (pair && c.pair_hidden > 0) {
@@ -329,13 +295,6 @@ class TextClassifier : public OmegaAccess<TextClassifier<Map>, Map> {
       pair_head_.initialize(hidden_rng);
     }
     // The affine layers split their products over the attention threads (Linear::set_num_threads).
-    for (Index i = 0; i < c.num_layers; ++i) {
-      Layer& layer = encoder_.layer(i);
-      auto& a = layer.attention();
-      for (Linear<Scalar>* l : {&a.query_projection(), &a.key_projection(), &a.value_projection(),
-                                &a.output_projection(), &layer.ffn_in(), &layer.ffn_out()})
-        l->set_num_threads(c.num_threads);
-    }
     classifier_.set_num_threads(c.num_threads);
     pair_head_.set_num_threads(c.num_threads);
   }

@@ -179,6 +179,15 @@ bool callback_step(C& callback, const O& opt, F& f, const M& particles, const La
   else
     return false;
 }
+// step_taken of every callback (each is called, even after one asks to stop): whether any
+// asked to stop.
+template <typename O, typename F, typename M, typename... C>
+bool callbacks_step(const O& opt, F& f, const M& particles, const LangevinStep& info,
+                    C&... callbacks) {
+  bool stop = false;
+  ((stop = callback_step(callbacks, opt, f, particles, info) || stop), ...);
+  return stop;
+}
 template <typename C, typename... A>
 void callback_end(C& callback, A&... args) {
   if constexpr (requires { callback.end_optimization(args...); })
@@ -216,6 +225,28 @@ double guarded_evaluation(Objective& objective, Matrix<S>& particles, const Matr
                           "); the particles are those of the last finite step");
   }
   return energy;
+}
+
+/// The minibatch size of an optimize call: `requested` (options.batch_size) capped at the
+/// objective's num_samples(), which `samples` receives; 0 (full batch) leaves `samples` at 0.
+/// Throws invalid_argument for requested > 0 with an objective that has no minibatch evaluation.
+template <typename Objective, typename S>
+Index minibatch_size(const Objective& objective, Index requested, Index& samples,
+                     const char* where) {
+  samples = 0;
+  if constexpr (MinibatchObjective<Objective, S>) {
+    if (requested > 0) {
+      samples = objective.num_samples();
+      return std::min(requested, samples);
+    }
+  } else {
+    (void)objective;
+    require(requested == 0, where,
+            "options.batch_size > 0 needs an objective with minibatch evaluation "
+            "(evaluate_with_gradient(particles, begin, size, gradient), num_samples(), "
+            "shuffle(rng))");
+  }
+  return requested;
 }
 
 }  // namespace detail
@@ -261,19 +292,9 @@ class ProjectedLangevin {
     static_assert(DifferentiableObjective<Objective, Scalar>,
                   "ProjectedLangevin::optimize: the objective needs "
                   "evaluate_with_gradient(particles, gradient); see docs/particles.md");
-    Index batch = options_.batch_size;
     Index samples = 0;
-    if constexpr (MinibatchObjective<Objective, Scalar>) {
-      if (batch > 0) {
-        samples = objective.num_samples();
-        batch = std::min(batch, samples);
-      }
-    } else {
-      detail::require(batch == 0, where,
-                      "options.batch_size > 0 needs an objective with minibatch evaluation "
-                      "(evaluate_with_gradient(particles, begin, size, gradient), num_samples(), "
-                      "shuffle(rng))");
-    }
+    const Index batch =
+        detail::minibatch_size<Objective, Scalar>(objective, options_.batch_size, samples, where);
     Rng rng(options_.seed);
     Rng noise_rng = rng.split(1);
     [[maybe_unused]] Rng batch_rng = rng.split(2);
@@ -311,9 +332,7 @@ class ProjectedLangevin {
         particles += static_cast<Scalar>(std::sqrt(2.0 * eta / options_.beta)) * noise;
       }
       projection_.project(particles);
-      bool stop = false;
-      ((stop = detail::callback_step(callbacks, *this, objective, particles, info) || stop), ...);
-      if (stop) break;
+      if (detail::callbacks_step(*this, objective, particles, info, callbacks...)) break;
     }
     (detail::callback_end(callbacks, *this, objective, particles), ...);
     return energy;

@@ -152,19 +152,9 @@ class TiltedLangevin {
                         " columns, expected more than options.phase_columns = " +
                         std::to_string(options_.phase_columns));
     detail::require_finite(particles, where, "particles");
-    Index batch = options_.batch_size;
     Index samples = 0;
-    if constexpr (MinibatchObjective<Objective, Scalar>) {
-      if (batch > 0) {
-        samples = objective.num_samples();
-        batch = std::min(batch, samples);
-      }
-    } else {
-      detail::require(batch == 0, where,
-                      "options.batch_size > 0 needs an objective with minibatch evaluation "
-                      "(evaluate_with_gradient(particles, begin, size, gradient), num_samples(), "
-                      "shuffle(rng))");
-    }
+    const Index batch =
+        detail::minibatch_size<Objective, Scalar>(objective, options_.batch_size, samples, where);
     const Index n_particles = particles.rows();
     const Index d_omega = particles.cols() - options_.phase_columns;
     const double sigma = options_.base_scale;
@@ -261,9 +251,7 @@ class TiltedLangevin {
       }
       report_.iterations = t + 1;
       report_.energy = energy;
-      bool stop = false;
-      ((stop = detail::callback_step(callbacks, *this, objective, particles, info) || stop), ...);
-      if (stop) break;
+      if (detail::callbacks_step(*this, objective, particles, info, callbacks...)) break;
     }
     (detail::callback_end(callbacks, *this, objective, particles), ...);
     return energy;
@@ -390,9 +378,7 @@ class TiltedLangevin {
       energy = static_cast<double>(energies.template cast<double>().sum());
       report_.iterations = t + 1;
       report_.energy = energy;
-      bool stop = false;
-      ((stop = detail::callback_step(callbacks, *this, objective, particles, info) || stop), ...);
-      if (stop) break;
+      if (detail::callbacks_step(*this, objective, particles, info, callbacks...)) break;
     }
     return energy;
   }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-/// @file nn/omega_access.hpp
-/// @brief OmegaAccess, the access to the feature maps and their Ω that TextClassifier and
-/// SequenceModel share: both keep Ω once, in the feature maps of their EncoderStack.
+/// @file nn/encoder_access.hpp
+/// @brief EncoderAccess, the access to the encoder layers, the feature maps and their Ω that
+/// TextClassifier and SequenceModel share: both keep Ω once, in the feature maps of their
+/// EncoderStack.
 #pragma once
 
 #include <string>
@@ -15,14 +16,24 @@
 
 namespace coulomb::nn {
 
-/// The Ω accessors of a model `Derived` (CRTP) with feature map `Map`. Derived befriends this
-/// class and has the members `encoder_` (an EncoderStack, the owner of Ω), `config_` (with
+/// The layer and Ω accessors of a model `Derived` (CRTP) with feature map `Map`. Derived befriends
+/// this class and has the members `encoder_` (an EncoderStack, the owner of Ω), `config_` (with
 /// `attention` and `train_omega`) and `class_name` ("coulomb::nn::TextClassifier::", ...),
 /// which the error messages name.
 template <typename Derived, typename Map>
-class OmegaAccess {
+class EncoderAccess {
  public:
   using OmegaMatrix = Matrix<typename Map::Scalar>;  ///< the type of an Ω (m × d_head)
+
+  /// Number of encoder layers.
+  Index num_layers() const noexcept { return self().encoder_.num_layers(); }
+
+  /// Encoder layer `i` (for inspection and tests). Throws invalid_argument for i outside
+  /// [0, num_layers()).
+  decltype(auto) layer(Index i) {
+    require_layer_index(i, "layer", "i");
+    return self().encoder_.layer(i);
+  }
 
   /// Number of distinct Ω: 1 when shared, num_layers() per layer, 0 for softmax attention.
   Index num_omegas() const noexcept { return self().encoder_.num_maps(); }
@@ -79,6 +90,21 @@ class OmegaAccess {
   }
 
  protected:
+  /// Makes the feature maps of a new model: Map(d_head, m, rng), with the map's default options.
+  static auto fresh_maps(Index d_head, Index m) {
+    return [d_head, m](Rng& rng) { return Map(d_head, m, rng); };
+  }
+
+  /// Makes the feature maps of a new model: copies of `prototype` (which must outlive the
+  /// maker) with Ω redrawn.
+  static auto redrawn_copies(const Map& prototype) {
+    return [&prototype](Rng& rng) {
+      Map map = prototype;
+      map.redraw(rng);
+      return map;
+    };
+  }
+
   /// Throws invalid_argument naming argument `name` of `function` unless 0 <= layer <
   /// num_layers.
   void require_layer_index(Index layer, const char* function, const char* name) const {
