@@ -2,7 +2,7 @@
 # `make -j<cores> -f scripts/parallel_builds.mk START=<epoch seconds>`): the `+` hands GNU make's
 # jobserver to both builds, so the two together run at most <cores> compilers. Two builds of -j2
 # each ran four on CI's two cores, and every compilation then took about 1.26 times the CPU it
-# takes on a core of its own (cache contention, measured in docs/benchmarks.md).
+# takes on a core of its own (cache contention; measured in CONTRIBUTING.md, "Test").
 # build-check/ runs its ctest in its own job slot as soon as it is built. Each step writes its
 # exit status to <dir>/<step>.status and its output to <dir>/<step>.log; test.sh reads them.
 .PHONY: all check sanitize
