@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include <coulomb/coulomb.hpp>
@@ -141,6 +142,47 @@ TEST_CASE("AlignmentEnergy_BadInput", "[particles][input]") {
   bad(3) = 2;
   CHECK_THROWS_WITH(coulomb::binary_targets<double>(bad), Catch::Contains("'labels'"));
   CHECK_THROWS_AS(coulomb::one_hot_targets<double>(bad, 2), coulomb::invalid_argument);
+}
+
+TEST_CASE("AlignmentEnergy_ViewsTheCallersMatricesAndCopiesTheRest", "[particles]") {
+  coulomb::Rng rng(14);
+  const Index n = 24, d = 3, m = 8;
+  Mat X(n, d);
+  coulomb::fill_standard_normal(X, rng);
+  Eigen::VectorXi labels(n);
+  for (Index i = 0; i < n; ++i) labels(i) = X(i, 0) > 0 ? 1 : 0;
+  const Mat y = coulomb::binary_targets<double>(labels);
+  using Map = coulomb::FavorPlus<double>;
+  const Map map(d, m, rng);
+  const Mat omega = map.omega();
+  using Energy = coulomb::AlignmentEnergy<Map>;
+
+  // Lvalue matrices are read in place (uncentred targets too); centred targets are a copy.
+  Energy viewed(map, X, y, {.centre = false});
+  CHECK(viewed.inputs().data() == X.data());
+  CHECK(viewed.targets().data() == y.data());
+  Energy centred(map, X, y);
+  CHECK(centred.inputs().data() == X.data());
+  CHECK(centred.targets().data() != y.data());
+  CHECK(std::abs(centred.targets().sum()) < 1e-12);
+  CHECK(y.minCoeff() == -1.0);  // the caller's targets are not centred in place
+
+  // A temporary or an expression is held by the energy and gives the same energy.
+  Energy from_expression(map, X * 1.0, Mat(y), {.centre = false});
+  CHECK(from_expression.inputs().data() != X.data());
+  const double e = viewed.evaluate(omega);
+  CHECK(from_expression.evaluate(omega) == e);
+
+  // A copy outlives its original: it reads its own copy of what the original held.
+  std::optional<Energy> original(std::in_place, map, X * 1.0, y, coulomb::AlignmentOptions{});
+  const double e_centred = original->evaluate(omega);
+  Energy copy(*original);
+  Energy moved(std::move(*original));
+  CHECK(copy.inputs().data() != moved.inputs().data());
+  original.reset();
+  CHECK(copy.evaluate(omega) == e_centred);
+  CHECK(moved.evaluate(omega) == e_centred);
+  CHECK(centred.evaluate(omega) == e_centred);
 }
 
 TEST_CASE("RieszEnergy_MatchesBruteForceAndFiniteDifferences", "[particles]") {

@@ -30,10 +30,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <concepts>
+#include <new>
 #include <numeric>
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Core>
@@ -101,6 +104,16 @@ struct AlignmentOptions {
   bool learn_phases = false;
 };
 
+namespace detail {
+/// An Eigen matrix or matrix expression, by any reference (what AlignmentEnergy takes).
+template <typename T>
+concept EigenMatrixArgument = requires(const std::remove_cvref_t<T>& x) {
+  x.derived();
+  x.rows();
+  x.cols();
+};
+}  // namespace detail
+
 /// The particles [Ω | b] (m×(d+1)) of a map with phases: the frequencies and, as the last
 /// column, the phases; what AlignmentEnergy with learn_phases evaluates.
 template <FeatureMap Map>
@@ -128,17 +141,28 @@ requires(feature_map_traits<Map>::has_phases) void set_phased_particles(
 /// value, gradient with respect to Ω, and minibatches. Holds a copy of the map, whose
 /// particles it replaces at each evaluation (set_omega), and reusable workspaces: an instance
 /// is not safe to evaluate from several threads at once.
+///
+/// The data are not copied when they are matrices the caller keeps: an X (or Y) passed as an
+/// lvalue of type Matrix<Scalar> is viewed in place and must outlive the energy and stay
+/// unchanged; a temporary matrix is moved in, and any other expression evaluated once into
+/// the energy's own storage. Centred targets (options.centre) are always the energy's own
+/// copy. inputs().data() tells which (the caller's X when viewed).
 template <FeatureMap Map>
 class AlignmentEnergy {
  public:
-  using Scalar = typename Map::Scalar;  ///< the map's scalar type
-  using MatrixType = Matrix<Scalar>;    ///< inputs, targets, particles and gradients
+  using Scalar = typename Map::Scalar;            ///< the map's scalar type
+  using MatrixType = Matrix<Scalar>;              ///< inputs, targets, particles and gradients
+  using DataView = Eigen::Map<const MatrixType>;  ///< how the inputs and targets are read
+  using ConstRef = Eigen::Ref<const MatrixType>;  ///< how the products read X and Y
 
-  /// X: n×d inputs; Y: n×C targets (see binary_targets, one_hot_targets).
+  /// X: n×d inputs; Y: n×C targets (see binary_targets, one_hot_targets); viewed, moved or
+  /// copied as the class comment says.
   template <typename DX, typename DY>
-  AlignmentEnergy(Map map, const Eigen::MatrixBase<DX>& X, const Eigen::MatrixBase<DY>& Y,
-                  AlignmentOptions options = {})
-      : map_(std::move(map)), X_(X), Y_(Y), options_(options) {
+  requires detail::EigenMatrixArgument<DX> && detail::EigenMatrixArgument<DY> AlignmentEnergy(
+      Map map, DX&& X, DY&& Y, AlignmentOptions options = {})
+      : map_(std::move(map)), options_(options) {
+    bind(x_store_, X_, std::forward<DX>(X), false);
+    bind(y_store_, Y_, std::forward<DY>(Y), options_.centre);
     const char* where = "coulomb::AlignmentEnergy";
     detail::require(X_.rows() > 0, where, "argument 'X' has no rows (n = 0)");
     detail::require_cols(X_, map_.input_dim(), where, "X");
@@ -150,12 +174,19 @@ class AlignmentEnergy {
     detail::require_finite(Y_, where, "Y");
     detail::require(!options_.learn_phases || feature_map_traits<Map>::has_phases, where,
                     "argument 'options.learn_phases' needs a map with phases (such as Rff)");
-    if (options_.centre) Y_.rowwise() -= Y_.colwise().mean();
+    if (options_.centre) y_store_.rowwise() -= y_store_.colwise().mean();
     detail::require(Y_.squaredNorm() > 0, where,
                     "the targets are constant (all labels equal): the centred alignment is zero");
     order_.resize(static_cast<std::size_t>(X_.rows()));
     std::iota(order_.begin(), order_.end(), Index{0});
   }
+
+  /// A copy: views what `other` views, and its own copy of what `other` owns.
+  AlignmentEnergy(const AlignmentEnergy& other) : AlignmentEnergy(other, Rebind{}) {}
+  /// A move: takes what `other` owns (the views follow the storage).
+  AlignmentEnergy(AlignmentEnergy&& other) noexcept : AlignmentEnergy(std::move(other), Rebind{}) {}
+  AlignmentEnergy& operator=(const AlignmentEnergy&) = delete;  ///< not assignable (the views)
+  AlignmentEnergy& operator=(AlignmentEnergy&&) = delete;       ///< not assignable (the views)
 
   /// Whether E is a sum of one-particle energies computed by the fused Fourier path (Rff and
   /// RffCosSin): particle_energies and evaluate_particles exist.
@@ -166,9 +197,9 @@ class AlignmentEnergy {
   /// Number n of samples.
   Index num_samples() const noexcept { return X_.rows(); }
   /// The (centred) targets Ŷ.
-  const MatrixType& targets() const noexcept { return Y_; }
-  /// The inputs X.
-  const MatrixType& inputs() const noexcept { return X_; }
+  const DataView& targets() const noexcept { return Y_; }
+  /// The inputs X: the caller's matrix when it is viewed (see the class comment).
+  const DataView& inputs() const noexcept { return X_; }
   /// The feature map (its particles are those of the last evaluation).
   const Map& feature_map() const noexcept { return map_; }
 
@@ -235,7 +266,7 @@ class AlignmentEnergy {
   }
 
   /// A(Φ, Ŷ) for given features and (already centred if `centre`) targets.
-  static Scalar normalized_alignment_of(const MatrixType& phi, const MatrixType& y, bool centre) {
+  static Scalar normalized_alignment_of(const MatrixType& phi, const ConstRef& y, bool centre) {
     MatrixType phi_c = phi;
     if (centre) phi_c.rowwise() -= phi_c.colwise().mean();
     const double numerator = (y.transpose() * phi).squaredNorm();
@@ -246,6 +277,44 @@ class AlignmentEnergy {
   }
 
  private:
+  struct Rebind {};
+
+  // Copies or moves every member, then points the views at this object's storage where they
+  // pointed at the other's.
+  template <typename Other>
+  AlignmentEnergy(Other&& other, Rebind)
+      : map_(std::forward<Other>(other).map_),
+        x_store_(std::forward<Other>(other).x_store_),
+        y_store_(std::forward<Other>(other).y_store_),
+        X_(other.X_),
+        Y_(other.Y_),
+        options_(other.options_),
+        order_(std::forward<Other>(other).order_),
+        full_weights_(std::forward<Other>(other).full_weights_) {
+    if (x_store_.size() > 0) new (&X_) DataView(x_store_.data(), x_store_.rows(), x_store_.cols());
+    if (y_store_.size() > 0) new (&Y_) DataView(y_store_.data(), y_store_.rows(), y_store_.cols());
+  }
+
+  // Points `view` at `data`: in place for a Matrix lvalue (unless `own`), else at `store`,
+  // into which `data` is moved (a Matrix rvalue) or evaluated.
+  template <typename D>
+  static void bind(MatrixType& store, DataView& view, D&& data, bool own) {
+    using Derived = std::remove_cvref_t<decltype(data.derived())>;
+    if constexpr (std::is_same_v<Derived, MatrixType> && std::is_lvalue_reference_v<D>) {
+      if (!own) {
+        const MatrixType& m = data.derived();
+        new (&view) DataView(m.data(), m.rows(), m.cols());
+        return;
+      }
+      store = data;
+    } else if constexpr (std::is_same_v<Derived, MatrixType>) {
+      store = std::move(data.derived());
+    } else {
+      store = data;
+    }
+    new (&view) DataView(store.data(), store.rows(), store.cols());
+  }
+
   template <typename D>
   void set_particles(const Eigen::MatrixBase<D>& omega) {
     if constexpr (feature_map_traits<Map>::has_phases) {
@@ -265,7 +334,7 @@ class AlignmentEnergy {
     set_particles(omega);
     const bool full = begin == 0 && size == num_samples();
     if (full) {
-      return value_and_gradient(X_, Y_, gradient);
+      return value_and_gradient(X_, Y_, true, gradient);
     }
     batch_x_.resize(size, X_.cols());
     batch_y_.resize(size, Y_.cols());
@@ -282,12 +351,12 @@ class AlignmentEnergy {
       Scalar* dst = batch_y_.col(j).data();
       for (Index i = 0; i < size; ++i) dst[i] = src[rows[i]];
     }
-    return value_and_gradient(batch_x_, batch_y_, gradient);
+    return value_and_gradient(batch_x_, batch_y_, false, gradient);
   }
 
   /// W = [ŷ_c ∘ X, ŷ_c] for c = 0 … C−1 (n × C(d+1)): one product with cos Z (sin Z) then gives
   /// the real (imaginary) parts of every T_kc and S_kc.
-  static void fourier_weights(const MatrixType& X, const MatrixType& Y, MatrixType& W) {
+  static void fourier_weights(const ConstRef& X, const ConstRef& Y, MatrixType& W) {
     const Index d = X.cols();
     W.resize(X.rows(), Y.cols() * (d + 1));
     for (Index c = 0; c < Y.cols(); ++c) {
@@ -298,7 +367,7 @@ class AlignmentEnergy {
 
   /// sums_cos_ = (cos Z)ᵀW and sums_sin_ = (sin Z)ᵀW for Z = XΩᵀ, over blocks of rows small
   /// enough for Z, cos Z and sin Z to stay in cache.
-  void fourier_pass(const MatrixType& X, const MatrixType& W) {
+  void fourier_pass(const ConstRef& X, const ConstRef& W) {
     const MatrixType& omega = map_.omega();
     const Index n = X.rows();
     const Index m = omega.rows();
@@ -374,10 +443,9 @@ class AlignmentEnergy {
     return static_cast<Scalar>(total);
   }
 
-  Scalar value_and_gradient(const MatrixType& X, const MatrixType& Y, MatrixType* gradient) {
+  Scalar value_and_gradient(const ConstRef& X, const ConstRef& Y, bool full, MatrixType* gradient) {
     if constexpr (fourier) {
       if (gradient) {
-        const bool full = &X == &X_;
         MatrixType& W = full ? full_weights_ : batch_weights_;
         if (!full || W.rows() != X.rows()) fourier_weights(X, Y, W);
         fourier_pass(X, W);
@@ -414,8 +482,9 @@ class AlignmentEnergy {
   }
 
   Map map_;
-  MatrixType X_;
-  MatrixType Y_;
+  MatrixType x_store_, y_store_;  // X and Y when not viewed in place (see the class comment)
+  DataView X_{nullptr, 0, 0};
+  DataView Y_{nullptr, 0, 0};
   AlignmentOptions options_;
   std::vector<Index> order_;
   MatrixType phi_, dphi_, projection_, batch_x_, batch_y_, omega_gradient_;
