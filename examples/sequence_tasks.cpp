@@ -8,14 +8,18 @@
 // Each task trains with AdamW (warm-up, cosine decay, gradient clipping), keeps the parameters
 // of the epoch with the best development accuracy, and reports the test accuracy there. A
 // restart with the same --out skips the (task, cell, variant, seed) rows already in runs.csv,
-// so a grid driven by a script resumes. Only the vanilla kernel (Ω drawn once and frozen) exists
-// for these tasks until Phase A is defined for them (issue 22, item 4).
+// so a grid driven by a script resumes. Kernels: vanilla (Ω drawn once and frozen) or learned
+// (Phase A of train/sequence_phase_a.hpp on the representations chosen by --phase-a, from the
+// model at initialization, then Ω frozen; issue 22, item 4). A runs.csv of the earlier layout
+// (without the phase_a column) is read as vanilla rows and rewritten in the new layout.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <limits>
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -32,6 +36,7 @@
 #include <coulomb/train/gradients.hpp>
 #include <coulomb/train/parameter_snapshot.hpp>
 #include <coulomb/train/schedule.hpp>
+#include <coulomb/train/sequence_phase_a.hpp>
 
 #include "common/cli.hpp"
 #include "common/paper_stats.hpp"
@@ -50,6 +55,10 @@ struct Options {
   std::string attention = "linear";  // linear | softmax
   std::string feature_map = "favor";
   std::string kernel = "vanilla";
+  std::string phase_a = "pooled";  // learned kernel: the representations of Phase A
+  Index phase_a_steps = 300;
+  Index phase_a_sequences = 256;
+  double phase_a_step_size = 1.0;
   Index features = 64;
   std::uint64_t seed = 1;
   std::uint64_t data_seed = 1;
@@ -85,13 +94,46 @@ struct RunResult {
   double test_accuracy = 0, dev_accuracy = 0;
   Index best_epoch = 0, epochs = 0, steps = 0, parameters = 0;
   double train_seconds = 0, tokens_per_second = 0, eval_seconds = 0;
+  // Phase A (learned kernel; NaN for vanilla): wall time and the normalized alignment A ∈ [0, 1]
+  // of Cortes et al. at the initial and the learned Ω, averaged over the Ω of the model.
+  double phase_a_seconds = std::numeric_limits<double>::quiet_NaN();
+  double alignment_before = std::numeric_limits<double>::quiet_NaN();
+  double alignment_after = std::numeric_limits<double>::quiet_NaN();
 };
 
-const std::vector<std::string> key_names{"task",   "cell",     "attention", "feature_map",
-                                         "kernel", "features", "seed"};
-const std::vector<std::string> value_names{"test_accuracy", "dev_accuracy", "best_epoch",
-                                           "epochs",        "steps",        "parameters",
-                                           "train_s",       "tokens_per_s", "eval_s"};
+const std::vector<std::string> key_names{"task",   "cell",    "attention", "feature_map",
+                                         "kernel", "phase_a", "features",  "seed"};
+const std::vector<std::string> value_names{
+    "test_accuracy", "dev_accuracy", "best_epoch",       "epochs",
+    "steps",         "parameters",   "train_s",          "tokens_per_s",
+    "eval_s",        "phase_a_s",    "alignment_before", "alignment_after"};
+// The layout before Phase A existed (no phase_a key, no Phase A values): read as vanilla rows.
+const std::vector<std::string> old_key_names{"task",   "cell",     "attention", "feature_map",
+                                             "kernel", "features", "seed"};
+const std::vector<std::string> old_value_names{"test_accuracy", "dev_accuracy", "best_epoch",
+                                               "epochs",        "steps",        "parameters",
+                                               "train_s",       "tokens_per_s", "eval_s"};
+
+/// Reads `csv` into `table`: in this layout, or in the layout without Phase A (its rows get
+/// phase_a = none and NaN Phase A values; the next append rewrites the file in this layout).
+std::size_t load_runs(paper::RunTable& table, const std::string& csv) {
+  std::ifstream in(csv);
+  std::string first;
+  if (!in || !std::getline(in, first)) return table.load(csv);
+  std::vector<std::string> old_header = old_key_names;
+  old_header.insert(old_header.end(), old_value_names.begin(), old_value_names.end());
+  std::string joined;
+  for (std::size_t i = 0; i < old_header.size(); ++i) joined += (i ? "," : "") + old_header[i];
+  if (first != joined) return table.load(csv);
+  paper::RunTable old(old_key_names, old_value_names);
+  const std::size_t count = old.load(csv);
+  for (paper::RunRow row : old.rows()) {
+    row.keys.insert(row.keys.begin() + 5, "none");
+    row.values.resize(value_names.size(), std::numeric_limits<double>::quiet_NaN());
+    table.add(std::move(row));
+  }
+  return count;
+}
 
 /// The cell of a task (its size parameters), a key of runs.csv.
 std::string cell_of(const std::string& name, const Options& o) {
@@ -197,8 +239,32 @@ template <typename Map>
 RunResult train_task(const Options& o, const Task& task, const coulomb_examples::CommandLine& cli) {
   using Clock = std::chrono::steady_clock;
   nn::SequenceModel<Map> model(model_config(o, task), o.seed);
-  auto params = model.parameters();
   RunResult result;
+  if (o.kernel == "learned") {
+    // Phase A on the representations of the model at initialization, then Ω frozen.
+    coulomb::train::SequencePhaseAOptions pa;
+    pa.targets = coulomb::train::sequence_phase_a_targets_from_string(o.phase_a);
+    pa.phase_a.num_sequences = o.phase_a_sequences;
+    pa.phase_a.langevin.max_iterations = o.phase_a_steps;
+    pa.phase_a.schedule.step_size = o.phase_a_step_size;
+    pa.phase_a.seed = o.seed;
+    const auto report = coulomb::train::run_sequence_phase_a(model, task.splits.train, pa);
+    result.phase_a_seconds = report.phase_a.seconds;
+    double before = 0, after = 0;
+    for (const auto& r : report.phase_a.omegas) {
+      before += r.normalized_alignment_before;
+      after += r.normalized_alignment_after;
+    }
+    const auto K = static_cast<double>(report.phase_a.omegas.size());
+    result.alignment_before = before / K;
+    result.alignment_after = after / K;
+    if (!cli.quiet())
+      std::cerr << "sequence_tasks: Phase A (" << o.phase_a << ", "
+                << report.phase_a.omegas.front().samples << " rows per Omega): alignment "
+                << result.alignment_before << " -> " << result.alignment_after << ", "
+                << result.phase_a_seconds << " s\n";
+  }
+  auto params = model.parameters();  // after Phase A: Ω frozen
   result.parameters = model.num_parameters();
   const auto& train = task.splits.train;
   const Index batches = (train.size() + o.batch_size - 1) / o.batch_size;
@@ -310,9 +376,27 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(feature_map_keys()))
       ->capture_default_str();
   app.add_option("--kernel", o.kernel,
-                 "Kernel: vanilla (Ω drawn once from the seed and frozen); learned kernels need "
-                 "Phase A for these tasks (issue 22, item 4)")
-      ->check(CLI::IsMember({"vanilla"}))
+                 "Kernel: vanilla (Ω drawn once from the seed and frozen) or learned (Phase A on "
+                 "the model at initialization, see --phase-a, then Ω frozen)")
+      ->check(CLI::IsMember({"vanilla", "learned"}))
+      ->capture_default_str();
+  app.add_option("--phase-a", o.phase_a,
+                 "Representations and targets of Phase A (learned kernel): pooled (mean of the "
+                 "keys per sequence with its label; for MQAR the mean of the keys up to each "
+                 "query with its answer) or query (the queries at the answer positions with "
+                 "the answer; for ListOps at 8 evenly spaced positions with the label)")
+      ->check(CLI::IsMember({"pooled", "query"}))
+      ->capture_default_str();
+  app.add_option("--phase-a-steps", o.phase_a_steps, "Langevin steps of Phase A per Ω")
+      ->check(coulomb_examples::integer_in(0, 1'000'000))
+      ->capture_default_str();
+  app.add_option("--phase-a-sequences", o.phase_a_sequences,
+                 "Training sequences whose representations Phase A aligns (0: all)")
+      ->check(coulomb_examples::integer_in(0, 10'000'000))
+      ->capture_default_str();
+  app.add_option("--phase-a-step-size", o.phase_a_step_size,
+                 "First step size of Phase A's cosine schedule")
+      ->check(coulomb_examples::positive_number())
       ->capture_default_str();
   app.add_option("--features", o.features, "Feature budget m (particles per feature map)")
       ->check(coulomb_examples::integer_in(1, 4096))
@@ -406,6 +490,8 @@ int main(int argc, char** argv) {
                       "rotary positions need an even head width, --d-model / "
                       "--heads = " +
                           std::to_string(o.d_model / o.num_heads));
+  if (o.kernel == "learned" && o.attention == "softmax")
+    return cli.reject("--kernel", "learned needs linear attention (softmax has no Omega)");
   if (o.listops_min_length > o.listops_max_length)
     return cli.reject("--listops-min-length", "is larger than --listops-max-length");
   if (4 * o.mqar_pairs > o.mqar_length)
@@ -421,7 +507,7 @@ int main(int argc, char** argv) {
   try {
     paper::RunTable table(key_names, value_names);
     const std::string csv = (out / "runs.csv").string();
-    const std::size_t found = table.load(csv);
+    const std::size_t found = load_runs(table, csv);
     const std::string map = o.attention == "softmax" ? "none" : o.feature_map;
     Index trained = 0;
     for (const auto& name : o.tasks) {
@@ -432,6 +518,7 @@ int main(int argc, char** argv) {
           o.attention,
           map,
           o.kernel,
+          o.kernel == "learned" ? o.phase_a : "none",
           o.attention == "softmax" ? "0" : std::to_string(o.features),
           std::to_string(o.seed)};
       if (table.contains(keys)) {
@@ -453,7 +540,10 @@ int main(int argc, char** argv) {
                     static_cast<double>(r.parameters),
                     r.train_seconds,
                     r.tokens_per_second,
-                    r.eval_seconds};
+                    r.eval_seconds,
+                    r.phase_a_seconds,
+                    r.alignment_before,
+                    r.alignment_after};
       table.append(csv, std::move(row));
       ++trained;
       if (!cli.quiet())

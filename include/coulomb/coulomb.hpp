@@ -92,3 +92,4 @@
 #include "train/progress.hpp"
 #include "train/resume.hpp"
 #include "train/schedule.hpp"
+#include "train/sequence_phase_a.hpp"

@@ -90,19 +90,19 @@ void warm_up(nn::TextClassifier<Map>& model, const EncodedDataset& train,
   report.warmup_seconds = checkpoints.earlier_warmup_seconds() + seconds_since(start);
 }
 
-/// Learns Ω k of `model` from the rows `X` with labels `y`: H_N = E + λ·W_{N,s} with the
-/// model's own feature map (binary targets for two classes, one-hot otherwise), projected
-/// Langevin dynamics from the current Ω in the ball of the options with the cosine step
-/// schedule, its noise and minibatches seeded by `seed`; then set_omega. Returns its report.
-template <FeatureMap Map, RealScalar S = typename Map::Scalar, typename... Callbacks>
-PhaseAOmegaReport learn_omega(nn::TextClassifier<Map>& model, Index k, const Matrix<S>& X,
-                              const std::vector<int>& y, const PhaseAOptions& options,
-                              std::uint64_t seed, Callbacks&... callbacks) {
+/// Learns Ω k of `model` (a TextClassifier or a SequenceModel: any EncoderAccess model) from
+/// the rows `X` with the targets `targets` (n × C, binary_targets or one_hot_targets): H_N = E +
+/// λ·W_{N,s} with the model's own feature map, projected Langevin dynamics from the current Ω
+/// in the ball of the options with the cosine step schedule, its noise and minibatches seeded
+/// by `seed`; then set_omega. Returns its report. Of `options` it uses langevin, schedule,
+/// repulsion, riesz and projection.
+template <typename Model, RealScalar S, typename... Callbacks>
+PhaseAOmegaReport learn_omega_with_targets(Model& model, Index k, const Matrix<S>& X,
+                                           const Matrix<S>& targets, const PhaseAOptions& options,
+                                           std::uint64_t seed, Callbacks&... callbacks) {
+  using Map = typename Model::FeatureMapType;
   Index first_layer = 0;
   while (model.omega_index(first_layer) != k) ++first_layer;
-  const Eigen::Map<const Eigen::VectorXi> labels(y.data(), static_cast<Index>(y.size()));
-  const Index C = model.config().num_classes;
-  const Matrix<S> targets = C == 2 ? binary_targets<S>(labels) : one_hot_targets<S>(labels, C);
   AlignmentEnergy<Map> alignment(model.feature_map(first_layer), X, targets);
   Hamiltonian<AlignmentEnergy<Map>> hamiltonian(alignment, options.repulsion, options.riesz);
 
@@ -139,6 +139,18 @@ PhaseAOmegaReport learn_omega(nn::TextClassifier<Map>& model, Index k, const Mat
       static_cast<double>((omega - omega_before).norm()) / (base > 0.0 ? base : 1.0);
   model.set_omega(k, omega);
   return r;
+}
+
+/// Learns Ω k of `model` from the rows `X` with labels `y` (learn_omega_with_targets with
+/// binary targets for two classes, one-hot otherwise).
+template <FeatureMap Map, RealScalar S = typename Map::Scalar, typename... Callbacks>
+PhaseAOmegaReport learn_omega(nn::TextClassifier<Map>& model, Index k, const Matrix<S>& X,
+                              const std::vector<int>& y, const PhaseAOptions& options,
+                              std::uint64_t seed, Callbacks&... callbacks) {
+  const Eigen::Map<const Eigen::VectorXi> labels(y.data(), static_cast<Index>(y.size()));
+  const Index C = model.config().num_classes;
+  const Matrix<S> targets = C == 2 ? binary_targets<S>(labels) : one_hot_targets<S>(labels, C);
+  return learn_omega_with_targets(model, k, X, targets, options, seed, callbacks...);
 }
 
 }  // namespace detail
