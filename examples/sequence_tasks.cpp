@@ -108,11 +108,9 @@ const std::vector<std::string> value_names{
     "steps",         "parameters",   "train_s",          "tokens_per_s",
     "eval_s",        "phase_a_s",    "alignment_before", "alignment_after"};
 // The layout before Phase A existed (no phase_a key, no Phase A values): read as vanilla rows.
-const std::vector<std::string> old_key_names{"task",   "cell",     "attention", "feature_map",
-                                             "kernel", "features", "seed"};
-const std::vector<std::string> old_value_names{"test_accuracy", "dev_accuracy", "best_epoch",
-                                               "epochs",        "steps",        "parameters",
-                                               "train_s",       "tokens_per_s", "eval_s"};
+const std::size_t phase_a_key = static_cast<std::size_t>(
+    std::find(key_names.begin(), key_names.end(), "phase_a") - key_names.begin());
+const std::size_t old_value_count = 9;  // test_accuracy … eval_s
 
 /// Reads `csv` into `table`: in this layout, or in the layout without Phase A (its rows get
 /// phase_a = none and NaN Phase A values; the next append rewrites the file in this layout).
@@ -120,15 +118,18 @@ std::size_t load_runs(paper::RunTable& table, const std::string& csv) {
   std::ifstream in(csv);
   std::string first;
   if (!in || !std::getline(in, first)) return table.load(csv);
-  std::vector<std::string> old_header = old_key_names;
-  old_header.insert(old_header.end(), old_value_names.begin(), old_value_names.end());
+  std::vector<std::string> old_keys = key_names;
+  old_keys.erase(old_keys.begin() + static_cast<std::ptrdiff_t>(phase_a_key));
+  const std::vector<std::string> old_values(
+      value_names.begin(), value_names.begin() + static_cast<std::ptrdiff_t>(old_value_count));
   std::string joined;
-  for (std::size_t i = 0; i < old_header.size(); ++i) joined += (i ? "," : "") + old_header[i];
+  for (const std::string& name : old_keys) joined += (joined.empty() ? "" : ",") + name;
+  for (const std::string& name : old_values) joined += "," + name;
   if (first != joined) return table.load(csv);
-  paper::RunTable old(old_key_names, old_value_names);
+  paper::RunTable old(old_keys, old_values);
   const std::size_t count = old.load(csv);
   for (paper::RunRow row : old.rows()) {
-    row.keys.insert(row.keys.begin() + 5, "none");
+    row.keys.insert(row.keys.begin() + static_cast<std::ptrdiff_t>(phase_a_key), "none");
     row.values.resize(value_names.size(), std::numeric_limits<double>::quiet_NaN());
     table.add(std::move(row));
   }

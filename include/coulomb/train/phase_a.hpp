@@ -141,15 +141,20 @@ PhaseAOmegaReport learn_omega_with_targets(Model& model, Index k, const Matrix<S
   return r;
 }
 
+/// The alignment targets of `labels` in [0, C): binary targets for C = 2, one-hot otherwise.
+template <RealScalar S, typename D>
+Matrix<S> class_targets(const Eigen::MatrixBase<D>& labels, Index C) {
+  return C == 2 ? binary_targets<S>(labels) : one_hot_targets<S>(labels, C);
+}
+
 /// Learns Ω k of `model` from the rows `X` with labels `y` (learn_omega_with_targets with
-/// binary targets for two classes, one-hot otherwise).
+/// class_targets).
 template <FeatureMap Map, RealScalar S = typename Map::Scalar, typename... Callbacks>
 PhaseAOmegaReport learn_omega(nn::TextClassifier<Map>& model, Index k, const Matrix<S>& X,
                               const std::vector<int>& y, const PhaseAOptions& options,
                               std::uint64_t seed, Callbacks&... callbacks) {
   const Eigen::Map<const Eigen::VectorXi> labels(y.data(), static_cast<Index>(y.size()));
-  const Index C = model.config().num_classes;
-  const Matrix<S> targets = C == 2 ? binary_targets<S>(labels) : one_hot_targets<S>(labels, C);
+  const Matrix<S> targets = class_targets<S>(labels, model.config().num_classes);
   return learn_omega_with_targets(model, k, X, targets, options, seed, callbacks...);
 }
 

@@ -161,8 +161,7 @@ Matrix<S> sequence_alignment_targets(const std::vector<int>& y, const char* wher
   for (std::size_t i = 0; i < y.size(); ++i)
     labels(static_cast<Index>(i)) =
         static_cast<int>(std::lower_bound(values.begin(), values.end(), y[i]) - values.begin());
-  const auto C = static_cast<Index>(values.size());
-  return C == 2 ? binary_targets<S>(labels) : one_hot_targets<S>(labels, C);
+  return class_targets<S>(labels, static_cast<Index>(values.size()));
 }
 
 }  // namespace detail
@@ -294,8 +293,6 @@ SequencePhaseAReport run_sequence_phase_a(nn::SequenceModel<Map>& model,
   const char* where = "coulomb::train::run_sequence_phase_a";
   const auto start = std::chrono::steady_clock::now();
   options.validate();
-  coulomb::detail::require(model.config().attention == nn::AttentionKind::linear, where,
-                           "the model uses softmax attention, which has no Omega to learn");
   coulomb::detail::require(train.size() > 0, where, "argument 'train' is empty");
   const PhaseAOptions& o = options.phase_a;
   Rng root(o.seed);
@@ -318,7 +315,6 @@ SequencePhaseAReport run_sequence_phase_a(nn::SequenceModel<Map>& model,
   const Index K = model.num_omegas();
   LangevinProgress progress(o.progress, false);
   if (o.progress) o.progress->set_total(steps * K);
-  model.set_omega_trainable(false);
   for (Index k = 0; k < K; ++k) {
     const auto ks = static_cast<std::size_t>(k);
     const std::uint64_t seed = steps > 0 ? langevin_root.split(ks)() : 0;
