@@ -34,7 +34,9 @@
 //
 //   synthetic_benchmark [--out DIR] [--seeds S] [--threads T] [--quick] [--task T1,T2]
 //                       [--noise R1,R2] [--n-train N] [--iterations N] [--betas B1,B2]
-//                       [--steps S1,S2] [--lambdas L1,L2] [--progress MODE]
+//                       [--steps S1,S2] [--lambdas L1,L2] [--budgets N1,N2]
+//                       [--tuning-budget N] [--selection-folds K]
+//                       [--selection accuracy|squared-error] [--progress MODE]
 //                       [--progress-json FILE] [--quiet]
 //
 // --quick runs one seed at noise 0.1 only (a smoke test). Progress (jobs done, the running mean
@@ -186,8 +188,9 @@ const std::vector<std::string> baseline_names{"fixed_rff", "importance", "repuls
 const std::vector<double> ridge_alphas{1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0};
 
 struct Score {
-  double accuracy;  ///< on the test (or validation) set
-  double alpha;     ///< the ridge penalty chosen by cross-validation
+  double accuracy;       ///< on the test (or validation) set
+  double alpha;          ///< the ridge penalty chosen by cross-validation
+  double squared_error;  ///< mean (f(x) − t)² on that set, t = ±1 the ridge's targets
 };
 
 /// Test accuracy of the ridge classifier (penalty by CV on the training split) on the Fourier
@@ -197,7 +200,10 @@ Score classify(const MatR& omega, const Data& train, const Data& test,
   const MatR phi_train = coulomb::fourier_features(omega, train.X);
   const coulomb::RidgeClassifier ridge =
       coulomb::fit_ridge_cross_validated(phi_train, train.y, ridge_alphas, folds);
-  return {ridge.accuracy(coulomb::fourier_features(omega, test.X), test.y), ridge.alpha()};
+  const MatR phi_test = coulomb::fourier_features(omega, test.X);
+  const Vec t = 2.0 * test.y.cast<double>().array() - 1.0;
+  return {ridge.accuracy(phi_test, test.y), ridge.alpha(),
+          (ridge.decision_function(phi_test) - t).squaredNorm() / static_cast<double>(t.size())};
 }
 
 /// Hyperparameters of Phase A, in TiltedLangevin's scale-free units (docs/particles.md).
@@ -297,6 +303,15 @@ struct Config {
   std::vector<double> steps{coulomb::TiltedLangevinOptions{}.step};
   std::vector<std::string> samplers{"ula", "mala"};
   std::vector<double> rhos{0.5, 4.0, 32.0};
+  /// Folds of the 4-fold split of the training data over which the tuning averages the
+  /// validation accuracy (1: the single 75 % / 25 % split).
+  Index selection_folds = 1;
+  /// What the tuning maximizes on the validation folds: "accuracy", or "squared-error" (minus
+  /// the ridge's mean squared error on the ±1 targets: smoother than the accuracy).
+  std::string selection = "accuracy";
+  double selection_score(const Score& s) const {
+    return selection == "accuracy" ? s.accuracy : -s.squared_error;
+  }
   std::filesystem::path out = "synthetic_benchmark_out";
 };
 
@@ -324,73 +339,84 @@ std::vector<Run> run_job(const Config& cfg, Task task, double noise, int seed) {
   const std::vector<Index> folds = coulomb::k_fold_assignment(cfg.n_train, 3, rng);
   const std::vector<double> bandwidths = bandwidth_grid(train.X, rng);
 
-  // Validation split of the training data (75% fit / 25% validation) for the tuning of the
-  // learned method and of importance sampling, at the tuning budget.
-  std::vector<Index> fit_rows, val_rows;
-  {
-    const std::vector<Index> split = coulomb::k_fold_assignment(cfg.n_train, 4, rng);
+  // Tuning on the training data only, at the tuning budget: each candidate of the learned method
+  // and of importance sampling is scored by its validation accuracy averaged over the first
+  // `selection_folds` folds of a 4-fold split of the training data (fit on the other three).
+  const std::vector<Index> split = coulomb::k_fold_assignment(cfg.n_train, 4, rng);
+  auto fold_rows = [&](Index fold, bool held_out) {
+    std::vector<Index> rows;
     for (Index i = 0; i < cfg.n_train; ++i)
-      (split[static_cast<std::size_t>(i)] == 0 ? val_rows : fit_rows).push_back(i);
-  }
-  const Data fit = subset(train, fit_rows);
-  const Data val = subset(train, val_rows);
-  const std::vector<Index> fit_folds = coulomb::k_fold_assignment(fit.X.rows(), 3, rng);
+      if ((split[static_cast<std::size_t>(i)] == fold) == held_out) rows.push_back(i);
+    return rows;
+  };
+  // Fold 0 draws its ridge folds and its tuning stream from the job's stream (as the single
+  // split did before --selection-folds); the other folds from streams of their own.
+  const std::vector<Index> fit_folds0 = coulomb::k_fold_assignment(
+      cfg.n_train - static_cast<Index>(fold_rows(0, true).size()), 3, rng);
 
   std::vector<Run> runs;
   auto now = [] { return std::chrono::steady_clock::now(); };
   auto seconds_since = [&](auto t0) { return std::chrono::duration<double>(now() - t0).count(); };
 
-  // Tuning (on fit/val only) at the tuning budget, with the bandwidth CV'd on the fit part.
   PhaseA best_phase;
   double best_lambda_rel = 0.0;
   double best_rho = cfg.rhos.front();
   {
     const auto t0 = now();
-    coulomb::Rng tune_rng = rng.split(1);
-    const coulomb::BandwidthSelection sel = coulomb::select_rff_bandwidth(
-        fit.X, fit.y, bandwidths, ridge_alphas, cfg.tuning_budget, fit_folds, tune_rng);
-    MatR omega0(cfg.tuning_budget, d);
-    coulomb::fill_standard_normal(omega0, tune_rng);
-    omega0 /= static_cast<Real>(sel.bandwidth);
-    double best = -1.0;
-    const bool grid =
-        cfg.lambda_rel.size() * cfg.betas.size() * cfg.steps.size() * cfg.samplers.size() > 1;
+    std::vector<PhaseA> candidates;
     for (double lr : cfg.lambda_rel)
       for (double beta : cfg.betas)
         for (double step : cfg.steps)
-          for (const std::string& sampler : cfg.samplers) {
-            const PhaseA p{lr, beta, step, true, sampler == "mala"};
-            if (!grid) {  // one configuration: nothing to choose
-              best_phase = p;
-              best_lambda_rel = lr;
-              continue;
-            }
-            const MatR omega =
-                run_phase_a(fit, omega0, sel.bandwidth, p, cfg.phase_a, job_seed + 17);
-            const double acc = classify(omega, fit, val, fit_folds).accuracy;
-            if (acc > best) {
-              best = acc;
-              best_phase = p;
-              best_lambda_rel = lr;
-            }
-          }
-    Map pool(d, cfg.pool, tune_rng, {.bandwidth = sel.bandwidth});
-    best = -1.0;
-    for (double rho : cfg.rhos) {
-      coulomb::ImportanceSampling<Map> is(pool, fit.X, coulomb::binary_targets<Real>(fit.y),
-                                          {.rho = rho});
-      const double acc =
-          classify(is.sample_particles(cfg.tuning_budget, tune_rng), fit, val, fit_folds).accuracy;
-      if (acc > best) {
-        best = acc;
-        best_rho = rho;
+          for (const std::string& sampler : cfg.samplers)
+            candidates.push_back({lr, beta, step, true, sampler == "mala"});
+    const bool grid = candidates.size() > 1;  // one configuration: nothing to choose
+    std::vector<double> learned_acc(candidates.size(), 0.0), is_acc(cfg.rhos.size(), 0.0);
+    coulomb::Rng tune_rng = rng.split(1);
+    double bandwidth0 = 0.0;
+    for (Index fold = 0; fold < cfg.selection_folds; ++fold) {
+      const Data fit = subset(train, fold_rows(fold, false));
+      const Data val = subset(train, fold_rows(fold, true));
+      coulomb::Rng fold_rng =
+          fold == 0
+              ? tune_rng
+              : coulomb::Rng(job_seed ^ 0x5EEDF01DULL).split(static_cast<std::uint64_t>(fold));
+      const std::vector<Index> fit_folds =
+          fold == 0 ? fit_folds0 : coulomb::k_fold_assignment(fit.X.rows(), 3, fold_rng);
+      const coulomb::BandwidthSelection sel = coulomb::select_rff_bandwidth(
+          fit.X, fit.y, bandwidths, ridge_alphas, cfg.tuning_budget, fit_folds, fold_rng);
+      if (fold == 0) bandwidth0 = sel.bandwidth;
+      MatR omega0(cfg.tuning_budget, d);
+      coulomb::fill_standard_normal(omega0, fold_rng);
+      omega0 /= static_cast<Real>(sel.bandwidth);
+      if (grid)
+        for (std::size_t c = 0; c < candidates.size(); ++c) {
+          const MatR omega =
+              run_phase_a(fit, omega0, sel.bandwidth, candidates[c], cfg.phase_a, job_seed + 17);
+          learned_acc[c] += cfg.selection_score(classify(omega, fit, val, fit_folds));
+        }
+      Map pool(d, cfg.pool, fold_rng, {.bandwidth = sel.bandwidth});
+      for (std::size_t r = 0; r < cfg.rhos.size(); ++r) {
+        coulomb::ImportanceSampling<Map> is(pool, fit.X, coulomb::binary_targets<Real>(fit.y),
+                                            {.rho = cfg.rhos[r]});
+        is_acc[r] += cfg.selection_score(
+            classify(is.sample_particles(cfg.tuning_budget, fold_rng), fit, val, fit_folds));
       }
     }
+    // The first best (ties keep the earlier candidate, as the single split did).
+    const auto best_c = static_cast<std::size_t>(
+        std::max_element(learned_acc.begin(), learned_acc.end()) - learned_acc.begin());
+    best_phase = candidates[best_c];
+    best_lambda_rel = best_phase.lambda_rel;
+    const auto best_r =
+        static_cast<std::size_t>(std::max_element(is_acc.begin(), is_acc.end()) - is_acc.begin());
+    best_rho = cfg.rhos[best_r];
+    const double n_folds = static_cast<double>(cfg.selection_folds);
     std::ostringstream h;
     h << "lambda_rel=" << best_lambda_rel << ";beta=" << best_phase.beta
       << ";step=" << best_phase.step << ";sampler=" << (best_phase.exact ? "mala" : "ula")
-      << ";rho=" << best_rho;
-    runs.push_back({task, noise, seed, "tuning", cfg.tuning_budget, best, sel.bandwidth, 0.0,
+      << ";rho=" << best_rho << ";folds=" << cfg.selection_folds << ";selection=" << cfg.selection;
+    runs.push_back({task, noise, seed, "tuning", cfg.tuning_budget,
+                    (grid ? learned_acc[best_c] : is_acc[best_r]) / n_folds, bandwidth0, 0.0,
                     h.str(), seconds_since(t0)});
   }
 
@@ -958,6 +984,30 @@ int main(int argc, char** argv) try {
       ->delimiter(',')
       ->check(coulomb_examples::non_negative_number())
       ->capture_default_str();
+  cli.app()
+      .add_option("--budgets", cfg.budgets, "Feature budgets N")
+      ->delimiter(',')
+      ->check(coulomb_examples::integer_in(1, 100000))
+      ->capture_default_str();
+  cli.app()
+      .add_option("--tuning-budget", cfg.tuning_budget,
+                  "Feature budget at which the learned method and importance sampling are tuned")
+      ->check(coulomb_examples::integer_in(1, 100000))
+      ->capture_default_str();
+  cli.app()
+      .add_option("--selection-folds", cfg.selection_folds,
+                  "Folds of a 4-fold split of the training data over which the choices of the "
+                  "learned method and of importance sampling average the validation accuracy (1: "
+                  "one 75 %/25 % split)")
+      ->check(coulomb_examples::integer_in(1, 4))
+      ->capture_default_str();
+  cli.app()
+      .add_option("--selection", cfg.selection,
+                  "What those choices maximize on the validation folds: accuracy, or "
+                  "squared-error (minus the ridge classifier's mean squared error on the +-1 "
+                  "targets)")
+      ->check(CLI::IsMember({"accuracy", "squared-error"}))
+      ->capture_default_str();
   cli.add_progress();
   cli.add_quiet();
   std::string figures_mode = "auto";
@@ -973,6 +1023,8 @@ int main(int argc, char** argv) try {
     return cli.reject("--steps", "'" + fmt(*twice, 2) + "' is listed twice");
   if (const auto twice = coulomb_examples::repeated_entry(cfg.lambda_rel))
     return cli.reject("--lambdas", "'" + fmt(*twice, 2) + "' is listed twice");
+  if (const auto twice = coulomb_examples::repeated_entry(cfg.budgets))
+    return cli.reject("--budgets", "'" + std::to_string(*twice) + "' is listed twice");
   if (const auto twice = coulomb_examples::repeated_entry(cfg.samplers))
     return cli.reject("--samplers", "'" + *twice + "' is listed twice");
   if (quick) {
