@@ -48,6 +48,7 @@
 #include "nn/attention_block.hpp"
 #include "nn/embedding.hpp"
 #include "nn/encoder.hpp"
+#include "nn/encoder_config.hpp"
 #include "nn/encoder_stack.hpp"
 #include "nn/layers.hpp"
 #include "nn/loss.hpp"

@@ -30,6 +30,10 @@ using Matrix = Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic>;
 template <typename Scalar>
 using Vector = Eigen::Matrix<Scalar, Eigen::Dynamic, 1>;
 
+/// Read-only view of a dynamic matrix or of a block of one (Eigen::Ref: no copy).
+template <typename Scalar>
+using ConstMatrixRef = Eigen::Ref<const Matrix<Scalar>>;
+
 /// Dynamic row vector.
 template <typename Scalar>
 using RowVector = Eigen::Matrix<Scalar, 1, Eigen::Dynamic>;

@@ -19,6 +19,7 @@
 #include "../core/config.hpp"
 #include "../core/random.hpp"
 #include "../core/tokens.hpp"
+#include "detail_layer_types.hpp"
 #include "layers.hpp"
 #include "parameter.hpp"
 
@@ -28,11 +29,8 @@ namespace coulomb::nn {
 /// gradient, its initialization and its parameter entry. `class_name` ("coulomb::nn::Embedding")
 /// names the owner in error messages.
 template <RealScalar Scalar>
-class EmbeddingTable {
+class EmbeddingTable : public detail::LayerTypes<Scalar> {
  public:
-  using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
-  using ConstRef = Eigen::Ref<const MatrixType>;  ///< how inputs are taken (no copy)
-
   /// Entries drawn from N(0, stddev²). Throws invalid_argument unless stddev > 0.
   template <std::uniform_random_bit_generator G>
   void initialize(G& rng, double stddev) {
@@ -52,11 +50,11 @@ class EmbeddingTable {
   }
 
   /// The table (rows × dim).
-  const MatrixType& table() const noexcept { return table_; }
+  const Matrix<Scalar>& table() const noexcept { return table_; }
   /// The table, mutable.
-  MatrixType& table() noexcept { return table_; }
+  Matrix<Scalar>& table() noexcept { return table_; }
   /// The gradient of the table accumulated since the last zero_grad().
-  const MatrixType& gradient() const noexcept { return grad_; }
+  const Matrix<Scalar>& gradient() const noexcept { return grad_; }
 
  protected:
   /// An empty table (no rows).
@@ -73,8 +71,8 @@ class EmbeddingTable {
   }
 
   const char* class_name_;  ///< the owner's class name, for error messages
-  MatrixType table_;        ///< the vectors, one per row
-  MatrixType grad_;         ///< ∂L/∂table
+  Matrix<Scalar> table_;    ///< the vectors, one per row
+  Matrix<Scalar> grad_;     ///< ∂L/∂table
 };
 
 /// A table E ∈ R^{count×dim}: id i maps to row i. The gradient of the table is the sum of the
@@ -82,8 +80,6 @@ class EmbeddingTable {
 template <RealScalar Scalar>
 class Embedding : public EmbeddingTable<Scalar> {
  public:
-  using typename EmbeddingTable<Scalar>::MatrixType;
-  using typename EmbeddingTable<Scalar>::ConstRef;
   using EmbeddingTable<Scalar>::dim;
 
   /// An empty table; assign a sized one before use.
@@ -98,14 +94,14 @@ class Embedding : public EmbeddingTable<Scalar> {
 
   /// X.row(r) = E.row(ids[r]) (X resized to ids.size() × dim). Throws invalid_argument for an
   /// id outside [0, count()).
-  void forward(std::span<const TokenId> ids, MatrixType& X) const {
+  void forward(std::span<const TokenId> ids, Matrix<Scalar>& X) const {
     check_ids(ids, "coulomb::nn::Embedding::forward");
     X.resize(static_cast<Index>(ids.size()), dim());
     gather<false>(ids, X);
   }
 
   /// X.row(r) += E.row(ids[r]); X must be ids.size() × dim.
-  void forward_add(std::span<const TokenId> ids, MatrixType& X) const {
+  void forward_add(std::span<const TokenId> ids, Matrix<Scalar>& X) const {
     const char* where = "coulomb::nn::Embedding::forward_add";
     check_ids(ids, where);
     detail::require_shape(X, static_cast<Index>(ids.size()), dim(), where, "X");
@@ -113,7 +109,7 @@ class Embedding : public EmbeddingTable<Scalar> {
   }
 
   /// ∂L/∂E.row(ids[r]) += dX.row(r) for every row r.
-  void backward(std::span<const TokenId> ids, const ConstRef& dX) {
+  void backward(std::span<const TokenId> ids, const ConstMatrixRef<Scalar>& dX) {
     const char* where = "coulomb::nn::Embedding::backward";
     check_ids(ids, where);
     detail::require_shape(dX, static_cast<Index>(ids.size()), dim(), where, "dX");
@@ -138,7 +134,7 @@ class Embedding : public EmbeddingTable<Scalar> {
   }
 
   template <bool Add>
-  void gather(std::span<const TokenId> ids, MatrixType& X) const {
+  void gather(std::span<const TokenId> ids, Matrix<Scalar>& X) const {
     const Index n = X.rows();
     for (Index j = 0; j < dim(); ++j) {
       const auto e = this->table_.col(j);
@@ -159,8 +155,6 @@ class Embedding : public EmbeddingTable<Scalar> {
 template <RealScalar Scalar>
 class PositionEmbedding : public EmbeddingTable<Scalar> {
  public:
-  using typename EmbeddingTable<Scalar>::MatrixType;
-  using typename EmbeddingTable<Scalar>::ConstRef;
   using EmbeddingTable<Scalar>::dim;
 
   /// An empty table; assign a sized one before use.
@@ -176,7 +170,7 @@ class PositionEmbedding : public EmbeddingTable<Scalar> {
 
   /// X.row(b·L + t) += P.row(t) for `batch` sequences of length `length`; X must be
   /// (batch·length) × dim. Throws invalid_argument for length > max_length().
-  void forward_add(Index length, Index batch, MatrixType& X) const {
+  void forward_add(Index length, Index batch, Matrix<Scalar>& X) const {
     const char* where = "coulomb::nn::PositionEmbedding::forward_add";
     check_length(length, batch, where);
     detail::require_shape(X, length * batch, dim(), where, "X");
@@ -185,7 +179,7 @@ class PositionEmbedding : public EmbeddingTable<Scalar> {
   }
 
   /// ∂L/∂P.row(t) += Σ_b dX.row(b·L + t).
-  void backward(Index length, Index batch, const ConstRef& dX) {
+  void backward(Index length, Index batch, const ConstMatrixRef<Scalar>& dX) {
     const char* where = "coulomb::nn::PositionEmbedding::backward";
     check_length(length, batch, where);
     detail::require_shape(dX, length * batch, dim(), where, "dX");

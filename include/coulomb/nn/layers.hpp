@@ -38,6 +38,7 @@
 #include "../core/config.hpp"
 #include "../core/parallel.hpp"
 #include "../core/random.hpp"
+#include "detail_layer_types.hpp"
 #include "detail_products.hpp"
 #include "parameter.hpp"
 
@@ -72,11 +73,8 @@ namespace nn {
 /// Affine layer Y = X W + 1 bᵀ with W ∈ R^{in×out} (weight) and b ∈ R^{out} (bias, out×1).
 /// W is stored input-major (in × out), so the forward is one GEMM on the row-per-token layout.
 template <RealScalar Scalar>
-class Linear {
+class Linear : public detail::LayerTypes<Scalar> {
  public:
-  using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
-  using ConstRef = Eigen::Ref<const MatrixType>;  ///< how inputs are taken (no copy)
-
   /// An empty layer (0 × 0); assign a sized one before use.
   Linear() = default;
 
@@ -123,7 +121,7 @@ class Linear {
   /// Y = X W + 1 bᵀ (Y resized to n × out). X must have input_dim() columns; Y must not
   /// alias X. Each entry is b_j followed by the multiply-adds of X(r, p) W(p, j) for
   /// p = 0, …, in−1 in order (detail::tall_small_product), whatever the threads.
-  void forward(const ConstRef& X, MatrixType& Y) const {
+  void forward(const ConstMatrixRef<Scalar>& X, Matrix<Scalar>& Y) const {
     detail::require_cols(X, input_dim(), "coulomb::nn::Linear::forward", "X");
     Y.resize(X.rows(), output_dim());
     for_row_ranges(X.rows(), [&](Index r0, Index n, int) {
@@ -135,7 +133,8 @@ class Linear {
 
   /// Given dY = ∂L/∂Y for the input X of the forward: ∂L/∂W += Xᵀ dY, ∂L/∂b += dYᵀ 1, and
   /// dX = dY Wᵀ (overwritten; must not alias dY).
-  void backward(const ConstRef& X, const ConstRef& dY, MatrixType& dX) {
+  void backward(const ConstMatrixRef<Scalar>& X, const ConstMatrixRef<Scalar>& dY,
+                Matrix<Scalar>& dX) {
     backward_params(X, dY);
     dX.resize(dY.rows(), input_dim());
     input_gradient(dY, dX, detail::ProductInit::zero);
@@ -143,14 +142,15 @@ class Linear {
 
   /// As backward, but adds dY Wᵀ to dX (which must already be n × in): for an input that
   /// feeds several layers (the query, key and value projections).
-  void backward_add(const ConstRef& X, const ConstRef& dY, MatrixType& dX) {
+  void backward_add(const ConstMatrixRef<Scalar>& X, const ConstMatrixRef<Scalar>& dY,
+                    Matrix<Scalar>& dX) {
     backward_params(X, dY);
     detail::require_shape(dX, dY.rows(), input_dim(), "coulomb::nn::Linear::backward_add", "dX");
     input_gradient(dY, dX, detail::ProductInit::accumulate);
   }
 
   /// Only the parameter gradients: ∂L/∂W += Xᵀ dY, ∂L/∂b += dYᵀ 1.
-  void backward_params(const ConstRef& X, const ConstRef& dY) {
+  void backward_params(const ConstMatrixRef<Scalar>& X, const ConstMatrixRef<Scalar>& dY) {
     const char* where = "coulomb::nn::Linear::backward";
     detail::require_cols(X, input_dim(), where, "X");
     detail::require_shape(dY, X.rows(), output_dim(), where, "dY");
@@ -161,7 +161,7 @@ class Linear {
       if (partial_.size() < static_cast<std::size_t>(T))
         partial_.resize(static_cast<std::size_t>(T));
       for_row_ranges(X.rows(), [&](Index r0, Index n, int i) {
-        MatrixType& part = partial_[static_cast<std::size_t>(i)];
+        Matrix<Scalar>& part = partial_[static_cast<std::size_t>(i)];
         part.setZero(input_dim(), output_dim());
         detail::add_tall_inner_product(X, dY, r0, n, part);
       });
@@ -184,17 +184,17 @@ class Linear {
   }
 
   /// The weight W (in × out).
-  const MatrixType& weight() const noexcept { return w_; }
+  const Matrix<Scalar>& weight() const noexcept { return w_; }
   /// The weight W, mutable.
-  MatrixType& weight() noexcept { return w_; }
+  Matrix<Scalar>& weight() noexcept { return w_; }
   /// The bias b (out × 1).
-  const MatrixType& bias() const noexcept { return b_; }
+  const Matrix<Scalar>& bias() const noexcept { return b_; }
   /// The bias b, mutable.
-  MatrixType& bias() noexcept { return b_; }
+  Matrix<Scalar>& bias() noexcept { return b_; }
   /// ∂L/∂W accumulated since the last zero_grad().
-  const MatrixType& weight_gradient() const noexcept { return dw_; }
+  const Matrix<Scalar>& weight_gradient() const noexcept { return dw_; }
   /// ∂L/∂b accumulated since the last zero_grad().
-  const MatrixType& bias_gradient() const noexcept { return db_; }
+  const Matrix<Scalar>& bias_gradient() const noexcept { return db_; }
 
  private:
   /// Row ranges the products of `rows` rows are split into: the threads set (0: all OpenMP
@@ -207,7 +207,8 @@ class Linear {
   }
 
   /// dX = dY Wᵀ (init zero) or dX += dY Wᵀ (init accumulate), by row ranges.
-  void input_gradient(const ConstRef& dY, MatrixType& dX, detail::ProductInit init) const {
+  void input_gradient(const ConstMatrixRef<Scalar>& dY, Matrix<Scalar>& dX,
+                      detail::ProductInit init) const {
     for_row_ranges(dY.rows(), [&](Index r0, Index n, int) {
       detail::tall_small_product(dY.data() + r0, dY.outerStride(), n, output_dim(), w_.data(),
                                  w_.rows(), Index{1}, input_dim(), dX.data() + r0, dX.rows(), init,
@@ -231,8 +232,8 @@ class Linear {
     });
   }
 
-  MatrixType w_, b_, dw_, db_;
-  std::vector<MatrixType> partial_;  // per thread: Xᵀ dY of its rows (backward_params)
+  Matrix<Scalar> w_, b_, dw_, db_;
+  std::vector<Matrix<Scalar>> partial_;  // per thread: Xᵀ dY of its rows (backward_params)
   int threads_ = 1;
 };
 
@@ -240,12 +241,8 @@ class Linear {
 ///   y = (x − μ) / √(σ² + ε) ⊙ γ + β,  μ, σ² the mean and (biased) variance of the row,
 /// with gain γ (initialized to 1) and bias β (initialized to 0), both dim × 1.
 template <RealScalar Scalar>
-class LayerNorm {
+class LayerNorm : public detail::LayerTypes<Scalar> {
  public:
-  using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
-  using VectorType = Vector<Scalar>;              ///< dense column vector
-  using ConstRef = Eigen::Ref<const MatrixType>;  ///< how inputs are taken (no copy)
-
   /// An empty layer; assign a sized one before use.
   LayerNorm() = default;
 
@@ -274,7 +271,7 @@ class LayerNorm {
 
   /// Y = LayerNorm(X) (resized to n × dim; must not alias X). Keeps the normalized input and
   /// 1/√(σ² + ε) of each row for backward.
-  void forward(const ConstRef& X, MatrixType& Y) {
+  void forward(const ConstMatrixRef<Scalar>& X, Matrix<Scalar>& Y) {
     detail::require_cols(X, dim(), "coulomb::nn::LayerNorm::forward", "X");
     const Index n = X.rows();
     const Index d = dim();
@@ -311,7 +308,7 @@ class LayerNorm {
   ///   dX = r ⊙ (g − mean_row(g) − x̂ ⊙ mean_row(g ⊙ x̂)),  g = dY ⊙ γ,  r = 1/√(σ² + ε)
   /// (overwritten; must not alias dY). Throws invalid_argument if dY does not have the shape of
   /// the last forward's output.
-  void backward(const ConstRef& dY, MatrixType& dX) {
+  void backward(const ConstMatrixRef<Scalar>& dY, Matrix<Scalar>& dX) {
     detail::require_shape(dY, xhat_.rows(), dim(), "coulomb::nn::LayerNorm::backward", "dY");
     const Index n = dY.rows();
     const Index d = dim();
@@ -360,25 +357,25 @@ class LayerNorm {
   }
 
   /// γ (dim × 1).
-  const MatrixType& gain() const noexcept { return gain_; }
+  const Matrix<Scalar>& gain() const noexcept { return gain_; }
   /// γ, mutable.
-  MatrixType& gain() noexcept { return gain_; }
+  Matrix<Scalar>& gain() noexcept { return gain_; }
   /// β (dim × 1).
-  const MatrixType& bias() const noexcept { return bias_; }
+  const Matrix<Scalar>& bias() const noexcept { return bias_; }
   /// β, mutable.
-  MatrixType& bias() noexcept { return bias_; }
+  Matrix<Scalar>& bias() noexcept { return bias_; }
   /// ∂L/∂γ accumulated since the last zero_grad().
-  const MatrixType& gain_gradient() const noexcept { return dgain_; }
+  const Matrix<Scalar>& gain_gradient() const noexcept { return dgain_; }
   /// ∂L/∂β accumulated since the last zero_grad().
-  const MatrixType& bias_gradient() const noexcept { return dbias_; }
+  const Matrix<Scalar>& bias_gradient() const noexcept { return dbias_; }
 
  private:
-  MatrixType gain_, bias_, dgain_, dbias_;
+  Matrix<Scalar> gain_, bias_, dgain_, dbias_;
   // Rows per block of forward and backward: a multiple of every SIMD width, so the blocks
   // split the columns where the vectorized loops over whole columns would.
   static constexpr Index row_block = 512;
-  MatrixType xhat_;
-  VectorType mean_, rstd_, sum_g_, sum_gx_;
+  Matrix<Scalar> xhat_;
+  Vector<Scalar> mean_, rstd_, sum_g_, sum_gx_;
   Scalar epsilon_ = Scalar(1e-5);
 };
 
@@ -387,18 +384,15 @@ class LayerNorm {
 ///   gelu′(x) = (1 + t)/2 + x/2 · (1 − t²) · √(2/π) (1 + 3 · 0.044715 x²),  t = tanh(u).
 /// No parameters; backward recomputes t from the forward's input, unless the forward kept it.
 template <RealScalar Scalar>
-class Gelu {
+class Gelu : public detail::LayerTypes<Scalar> {
  public:
-  using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
-  using ConstRef = Eigen::Ref<const MatrixType>;  ///< how inputs are taken (no copy)
-
   /// Y = gelu(X) (resized to the shape of X).
-  void forward(const ConstRef& X, MatrixType& Y) { forward(X, Y, false); }
+  void forward(const ConstMatrixRef<Scalar>& X, Matrix<Scalar>& Y) { forward(X, Y, false); }
 
   /// Y = gelu(X) (resized to the shape of X). With `keep_tanh`, t = tanh(u) is kept for the
   /// next backward, which then does not compute it again (training; it costs one more matrix
   /// of X's shape); the values are the same either way, bit for bit.
-  void forward(const ConstRef& X, MatrixType& Y, bool keep_tanh) {
+  void forward(const ConstMatrixRef<Scalar>& X, Matrix<Scalar>& Y, bool keep_tanh) {
     Y.resize(X.rows(), X.cols());
     kept_ = keep_tanh;
     if (keep_tanh) tanh_.resize(X.rows(), X.cols());
@@ -415,7 +409,8 @@ class Gelu {
 
   /// dX = dY ⊙ gelu′(X) for the forward's input X (resized; may alias dY). Uses the tanh kept
   /// by the last forward when it kept one for an input of X's shape.
-  void backward(const ConstRef& X, const ConstRef& dY, MatrixType& dX) {
+  void backward(const ConstMatrixRef<Scalar>& X, const ConstMatrixRef<Scalar>& dY,
+                Matrix<Scalar>& dX) {
     detail::require_shape(dY, X.rows(), X.cols(), "coulomb::nn::Gelu::backward", "dY");
     dX.resize(X.rows(), X.cols());
     const bool kept = kept_ && tanh_.rows() == X.rows() && tanh_.cols() == X.cols();
@@ -441,9 +436,9 @@ class Gelu {
   static constexpr Scalar c0 = static_cast<Scalar>(0.79788456080286535588);  // √(2/π)
   static constexpr Scalar c1 = static_cast<Scalar>(0.044715);
   static constexpr Scalar c3 = static_cast<Scalar>(3 * 0.044715);
-  Vector<Scalar> t_;   // tanh(u) of one column (backward without a kept tanh)
-  MatrixType tanh_;    // tanh(u) of the last forward with keep_tanh
-  bool kept_ = false;  // the last forward kept tanh_
+  Vector<Scalar> t_;     // tanh(u) of one column (backward without a kept tanh)
+  Matrix<Scalar> tanh_;  // tanh(u) of the last forward with keep_tanh
+  bool kept_ = false;    // the last forward kept tanh_
 };
 
 /// Inverted dropout with rate p: in training, each entry is kept with probability 1 − p and
@@ -452,10 +447,8 @@ class Gelu {
 /// one uniform01 per entry in column-major order, so a given generator state gives the same
 /// mask.
 template <RealScalar Scalar>
-class Dropout {
+class Dropout : public detail::LayerTypes<Scalar> {
  public:
-  using MatrixType = Matrix<Scalar>;  ///< dense column-major matrix
-
   /// Dropout with rate `rate` in [0, 1). Throws invalid_argument otherwise.
   explicit Dropout(double rate = 0.0) : rate_(rate) {
     if (!(std::isfinite(rate) && rate >= 0.0 && rate < 1.0))
@@ -470,12 +463,12 @@ class Dropout {
   bool active() const noexcept { return active_; }
 
   /// The mask of the last forward (entries 0 or 1/(1 − p)); meaningful when active().
-  const MatrixType& mask() const noexcept { return mask_; }
+  const Matrix<Scalar>& mask() const noexcept { return mask_; }
 
   /// X ← X ⊙ mask in place. With `training` and p > 0 a new mask is drawn from `rng`;
   /// otherwise X is unchanged and backward is the identity.
   template <std::uniform_random_bit_generator G>
-  void forward(MatrixType& X, bool training, G& rng) {
+  void forward(Matrix<Scalar>& X, bool training, G& rng) {
     active_ = training && rate_ > 0.0;
     if (!active_) return;
     const auto keep = static_cast<Scalar>(1.0 / (1.0 - rate_));
@@ -528,14 +521,14 @@ class Dropout {
 
   /// dX ← dX ⊙ mask in place (identity when the last forward was not active). Throws
   /// invalid_argument if dX does not have the shape of the last forward's input.
-  void backward(MatrixType& dX) const {
+  void backward(Matrix<Scalar>& dX) const {
     if (!active_) return;
     detail::require_shape(dX, mask_.rows(), mask_.cols(), "coulomb::nn::Dropout::backward", "dX");
     dX.array() *= mask_.array();
   }
 
  private:
-  MatrixType mask_;
+  Matrix<Scalar> mask_;
   double rate_ = 0.0;
   bool active_ = false;
 };

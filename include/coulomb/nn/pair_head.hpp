@@ -27,6 +27,7 @@
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "../core/tokens.hpp"
+#include "detail_layer_types.hpp"
 #include "layers.hpp"
 #include "parameter.hpp"
 #include "pooling.hpp"
@@ -37,11 +38,8 @@ namespace coulomb::nn {
 /// The pair head (see the file comment). Default-constructed, it is the absent head of a model
 /// with mean pooling: no parameters, and zero_grad() does nothing.
 template <RealScalar Scalar>
-class PairHead {
+class PairHead : public detail::LayerTypes<Scalar> {
  public:
-  using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
-  using ConstRef = Eigen::Ref<const MatrixType>;  ///< how inputs are taken (no copy)
-
   /// No pair head.
   PairHead() = default;
 
@@ -56,10 +54,10 @@ class PairHead {
         dropout_(config.dropout) {
     if (hidden_ > 0) hidden_layer_ = Linear<Scalar>(feature_dim(), hidden_);
     if (overlap_) {
-      shift_ = MatrixType::Zero(pair_overlap_features, 1);
-      scale_ = MatrixType::Ones(pair_overlap_features, 1);
-      shift_grad_ = MatrixType::Zero(pair_overlap_features, 1);
-      scale_grad_ = MatrixType::Zero(pair_overlap_features, 1);
+      shift_ = Matrix<Scalar>::Zero(pair_overlap_features, 1);
+      scale_ = Matrix<Scalar>::Ones(pair_overlap_features, 1);
+      shift_grad_ = Matrix<Scalar>::Zero(pair_overlap_features, 1);
+      scale_grad_ = Matrix<Scalar>::Zero(pair_overlap_features, 1);
     }
   }
 
@@ -88,9 +86,9 @@ class PairHead {
   /// pair_overlap_features; read only with config.pair_overlap). With `training`, dropout
   /// draws its mask from `rng`. Keeps what backward needs.
   template <std::uniform_random_bit_generator G>
-  void forward(const ConstRef& h, const ConstRef& tokens, const PaddingMask& mask,
-               std::span<const TokenId> segments, const Eigen::ArrayXXd& overlap, bool training,
-               G& rng) {
+  void forward(const ConstMatrixRef<Scalar>& h, const ConstMatrixRef<Scalar>& tokens,
+               const PaddingMask& mask, std::span<const TokenId> segments,
+               const Eigen::ArrayXXd& overlap, bool training, G& rng) {
     if (alignment_ || overlap_) {
       pool_.forward(h, mask, segments, pair_features_);
       const Index w = pair_features_.cols();
@@ -114,14 +112,14 @@ class PairHead {
   }
 
   /// out_b of the last forward (B × output_dim()).
-  const MatrixType& output() const noexcept { return out_; }
+  const Matrix<Scalar>& output() const noexcept { return out_; }
 
   /// Given dout = ∂L/∂out of the last forward (B × output_dim(); overwritten), adds the
   /// gradients of the hidden layer and of the overlap standardization, writes dh = ∂L/∂h
   /// (resized to (B·L) × d) and, with config.pair_alignment and `token_gradient`, keeps
   /// ∂L/∂tokens (token_gradient()). Same mask and segments as the forward.
-  void backward(MatrixType& dout, const PaddingMask& mask, std::span<const TokenId> segments,
-                bool token_gradient, MatrixType& dh) {
+  void backward(Matrix<Scalar>& dout, const PaddingMask& mask, std::span<const TokenId> segments,
+                bool token_gradient, Matrix<Scalar>& dh) {
     dropout_.backward(dout);
     if (hidden_ > 0) {
       gelu_.backward(hidden_pre_, dout, dout);
@@ -143,7 +141,7 @@ class PairHead {
   }
 
   /// ∂L/∂tokens of the last backward ((B·L) × d), with config.pair_alignment.
-  const MatrixType& token_gradient() const noexcept { return dtokens_; }
+  const Matrix<Scalar>& token_gradient() const noexcept { return dtokens_; }
 
   /// Sets the gradients of the hidden layer and of the standardization to zero.
   void zero_grad() {
@@ -208,7 +206,7 @@ class PairHead {
   // Gradients of the standardization's shift and scale from dZ = ∂L/∂z (B × K): with
   // z = (o − shift)·scale, ∂L/∂shift_k = −scale_k Σ_b dZ_bk and ∂L/∂scale_k = Σ_b dZ_bk (o_bk −
   // shift_k). Exact, so that every parameter's gradient is, although no optimizer uses them.
-  void overlap_backward(const ConstRef& dZ) {
+  void overlap_backward(const ConstMatrixRef<Scalar>& dZ) {
     for (Index k = 0; k < pair_overlap_features; ++k) {
       const Scalar shift = shift_(k, 0);
       Scalar sum = 0;
@@ -233,10 +231,10 @@ class PairHead {
   Dropout<Scalar> dropout_;
   // The overlap features' standardization (K × 1) and its gradients (exact, unused by
   // optimizers: the parameters are not trainable).
-  MatrixType shift_, scale_, shift_grad_, scale_grad_;
-  MatrixType overlap_in_;  // the last forward's overlap features (B × K)
-  MatrixType pair_features_, aligned_, pooled_, hidden_pre_, out_;
-  MatrixType dpooled_, dtokens_;
+  Matrix<Scalar> shift_, scale_, shift_grad_, scale_grad_;
+  Matrix<Scalar> overlap_in_;  // the last forward's overlap features (B × K)
+  Matrix<Scalar> pair_features_, aligned_, pooled_, hidden_pre_, out_;
+  Matrix<Scalar> dpooled_, dtokens_;
 };
 
 }  // namespace coulomb::nn

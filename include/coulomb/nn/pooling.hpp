@@ -26,6 +26,7 @@
 #include "../attention/layout.hpp"
 #include "../core/check.hpp"
 #include "../core/config.hpp"
+#include "detail_layer_types.hpp"
 
 namespace coulomb::detail {
 
@@ -53,15 +54,11 @@ namespace coulomb::nn {
 
 /// Masked mean pooling (see the file comment). Keeps 1/n_b of the last forward for backward.
 template <RealScalar Scalar>
-class MaskedMeanPool {
+class MaskedMeanPool : public detail::LayerTypes<Scalar> {
  public:
-  using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
-  using VectorType = Vector<Scalar>;              ///< dense column vector
-  using ConstRef = Eigen::Ref<const MatrixType>;  ///< how inputs are taken (no copy)
-
   /// P (resized to B × d) from X ((B·L) × d) and the mask (L × B). Throws invalid_argument if
   /// X does not have mask.size() rows.
-  void forward(const ConstRef& X, const PaddingMask& mask, MatrixType& P) {
+  void forward(const ConstMatrixRef<Scalar>& X, const PaddingMask& mask, Matrix<Scalar>& P) {
     const char* where = "coulomb::nn::MaskedMeanPool::forward";
     const Index L = mask.rows();
     const Index B = mask.cols();
@@ -90,7 +87,8 @@ class MaskedMeanPool {
 
   /// dX (resized to (B·L) × d) from dP = ∂L/∂P: dx_{b·L+t} = M(t,b) dp_b / n_b. Needs the
   /// forward of the same mask; throws invalid_argument if dP is not B × d for that forward.
-  void backward(const ConstRef& dP, const PaddingMask& mask, MatrixType& dX) const {
+  void backward(const ConstMatrixRef<Scalar>& dP, const PaddingMask& mask,
+                Matrix<Scalar>& dX) const {
     const char* where = "coulomb::nn::MaskedMeanPool::backward";
     const Index L = mask.rows();
     const Index B = mask.cols();
@@ -112,7 +110,7 @@ class MaskedMeanPool {
   }
 
  private:
-  VectorType inv_count_;
+  Vector<Scalar> inv_count_;
 };
 
 /// Pair pooling of sentence pairs (see the file comment): u_b and v_b, the masked means of the
@@ -120,17 +118,13 @@ class MaskedMeanPool {
 /// u_b ⊙ v_b]. Rows with another segment id are not pooled; a segment without any token pools
 /// to the zero vector. Keeps u, v and the counts of the last forward for backward.
 template <RealScalar Scalar>
-class PairPool {
+class PairPool : public detail::LayerTypes<Scalar> {
  public:
-  using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
-  using VectorType = Vector<Scalar>;              ///< dense column vector
-  using ConstRef = Eigen::Ref<const MatrixType>;  ///< how inputs are taken (no copy)
-
   /// F (resized to B × 4d) from X ((B·L) × d), the mask (L × B) and the segment id of every
   /// row (`segments[b·L + t]`, L·B entries). Throws invalid_argument if X or `segments` do not
   /// have mask.size() rows or entries.
-  void forward(const ConstRef& X, const PaddingMask& mask, std::span<const std::int32_t> segments,
-               MatrixType& F) {
+  void forward(const ConstMatrixRef<Scalar>& X, const PaddingMask& mask,
+               std::span<const std::int32_t> segments, Matrix<Scalar>& F) {
     detail::nn_check_pair_inputs("coulomb::nn::PairPool::forward", X.rows(), mask, segments.size());
     const Index L = mask.rows();
     const Index B = mask.cols();
@@ -177,8 +171,8 @@ class PairPool {
   ///   du = dF_u + g ⊙ dF_|u−v| + v ⊙ dF_u⊙v,  dv = dF_v − g ⊙ dF_|u−v| + u ⊙ dF_u⊙v,
   /// and each token row of segment 0 (1) gets du_b / n_u (dv_b / n_v); other rows get zero.
   /// Throws invalid_argument if dF is not B × 4d for that forward.
-  void backward(const ConstRef& dF, const PaddingMask& mask, std::span<const std::int32_t> segments,
-                MatrixType& dX) {
+  void backward(const ConstMatrixRef<Scalar>& dF, const PaddingMask& mask,
+                std::span<const std::int32_t> segments, Matrix<Scalar>& dX) {
     const char* where = "coulomb::nn::PairPool::backward";
     const Index L = mask.rows();
     const Index B = mask.cols();
@@ -205,13 +199,13 @@ class PairPool {
   }
 
   /// u of the last forward (B × d): the mean of the first sentence's rows.
-  const MatrixType& first() const noexcept { return u_; }
+  const Matrix<Scalar>& first() const noexcept { return u_; }
   /// v of the last forward (B × d): the mean of the second sentence's rows.
-  const MatrixType& second() const noexcept { return v_; }
+  const Matrix<Scalar>& second() const noexcept { return v_; }
 
  private:
-  MatrixType u_, v_, du_, dv_;
-  VectorType inv_u_, inv_v_;
+  Matrix<Scalar> u_, v_, du_, dv_;
+  Vector<Scalar> inv_u_, inv_v_;
 };
 
 /// Soft lexical alignment of sentence pairs: for sequence b, with x̂_t = x_t / ‖x_t‖ (0 for a
@@ -221,17 +215,13 @@ class PairPool {
 /// token when x holds the token embeddings). A pair with an empty sentence gives 0 for both.
 /// Keeps the normalized rows, the norms and every argmax of the last forward for backward.
 template <RealScalar Scalar>
-class PairAlignment {
+class PairAlignment : public detail::LayerTypes<Scalar> {
  public:
-  using MatrixType = Matrix<Scalar>;              ///< dense column-major matrix
-  using VectorType = Vector<Scalar>;              ///< dense column vector
-  using ConstRef = Eigen::Ref<const MatrixType>;  ///< how inputs are taken (no copy)
-
   /// A (resized to B × 2: a_b, a'_b) from X ((B·L) × d), the mask (L × B) and the segment id
   /// of every row (`segments[b·L + t]`). Throws invalid_argument if X or `segments` do not have
   /// mask.size() rows or entries.
-  void forward(const ConstRef& X, const PaddingMask& mask, std::span<const std::int32_t> segments,
-               MatrixType& A) {
+  void forward(const ConstMatrixRef<Scalar>& X, const PaddingMask& mask,
+               std::span<const std::int32_t> segments, Matrix<Scalar>& A) {
     detail::nn_check_pair_inputs("coulomb::nn::PairAlignment::forward", X.rows(), mask,
                                  segments.size());
     const Index L = mask.rows();
@@ -287,8 +277,8 @@ class PairAlignment {
 
   /// dX (resized to (B·L) × d) from dA = ∂L/∂A (B × 2) for the last forward (the argmax of
   /// each max is held fixed: its subgradient). Throws invalid_argument if dA is not B × 2.
-  void backward(const ConstRef& dA, const PaddingMask& mask, std::span<const std::int32_t> segments,
-                MatrixType& dX) {
+  void backward(const ConstMatrixRef<Scalar>& dA, const PaddingMask& mask,
+                std::span<const std::int32_t> segments, Matrix<Scalar>& dX) {
     const char* where = "coulomb::nn::PairAlignment::backward";
     const Index L = mask.rows();
     detail::require_shape(dA, batch_, 2, where, "dA");
@@ -314,8 +304,8 @@ class PairAlignment {
   }
 
  private:
-  MatrixType unit_, dunit_;
-  VectorType norm_, weight_;
+  Matrix<Scalar> unit_, dunit_;
+  Vector<Scalar> norm_, weight_;
   std::vector<Index> match_, first_, second_;
   Index batch_ = 0;
 };

@@ -31,6 +31,7 @@
 
 #include "../core/check.hpp"
 #include "../core/config.hpp"
+#include "detail_layer_types.hpp"
 
 namespace coulomb::nn {
 
@@ -87,10 +88,8 @@ namespace coulomb::nn {
 /// Sinusoidal position encodings of width `dim` (see the file comment): no parameters, any
 /// length. The rows computed so far are cached.
 template <RealScalar Scalar>
-class SinusoidalPositions {
+class SinusoidalPositions : public detail::LayerTypes<Scalar> {
  public:
-  using MatrixType = Matrix<Scalar>;  ///< dense column-major matrix
-
   /// No encodings (dim() = 0); assign a sized one before use.
   SinusoidalPositions() = default;
 
@@ -117,7 +116,7 @@ class SinusoidalPositions {
 
   /// X.row(b·L + t) += PE(t) for `batch` sequences of length `length`; X must be
   /// (batch·length) × dim().
-  void forward_add(Index length, Index batch, MatrixType& X) {
+  void forward_add(Index length, Index batch, Matrix<Scalar>& X) {
     const char* where = "coulomb::nn::SinusoidalPositions::forward_add";
     detail::require_shape(X, length * batch, dim_, where, "X");
     extend(length);
@@ -125,7 +124,7 @@ class SinusoidalPositions {
   }
 
   /// Every row of X += PE(position) (one decoding step); X must have dim() columns.
-  void add_at(Index position, MatrixType& X) const {
+  void add_at(Index position, Matrix<Scalar>& X) const {
     const char* where = "coulomb::nn::SinusoidalPositions::add_at";
     detail::require_position(position, where);
     detail::require_cols(X, dim_, where, "X");
@@ -144,16 +143,14 @@ class SinusoidalPositions {
   Index dim_ = 0;
   double base_ = 10000.0;
   std::vector<double> freq_;
-  MatrixType table_;  // PE(t, j) for the rows computed so far
+  Matrix<Scalar> table_;  // PE(t, j) for the rows computed so far
 };
 
 /// Rotary positions for queries and keys of `num_heads` heads of width `head_dim` (see the
 /// file comment): no parameters, any length. The angles computed so far are cached.
 template <RealScalar Scalar>
-class RotaryPositions {
+class RotaryPositions : public detail::LayerTypes<Scalar> {
  public:
-  using MatrixType = Matrix<Scalar>;  ///< dense column-major matrix
-
   /// No rotation (head_dim() = 0); rotate() and rotate_back() then do nothing.
   RotaryPositions() = default;
 
@@ -193,13 +190,13 @@ class RotaryPositions {
   /// X ← R X: row b·L + t of X ((B·L) × (H·head_dim)) rotated by position t, every head.
   /// Throws invalid_argument for columns that are not a multiple of head_dim() or rows that are
   /// not a multiple of `length`.
-  void rotate(MatrixType& X, Index length) { apply<false>(X, length); }
+  void rotate(Matrix<Scalar>& X, Index length) { apply<false>(X, length); }
 
   /// X ← Rᵀ X, the backward of rotate: given ∂L/∂(R x), gives ∂L/∂x.
-  void rotate_back(MatrixType& X, Index length) { apply<true>(X, length); }
+  void rotate_back(Matrix<Scalar>& X, Index length) { apply<true>(X, length); }
 
   /// Every row of X (B × (H·head_dim)) rotated by one position (a decoding step).
-  void rotate_at(MatrixType& X, Index position) const {
+  void rotate_at(Matrix<Scalar>& X, Index position) const {
     const char* where = "coulomb::nn::RotaryPositions::rotate_at";
     if (!enabled()) return;
     detail::require_position(position, where);
@@ -222,7 +219,7 @@ class RotaryPositions {
   }
 
  private:
-  void check_cols(const MatrixType& X, const char* where) const {
+  void check_cols(const Matrix<Scalar>& X, const char* where) const {
     if (!(X.cols() % head_dim_ == 0))
       detail::throw_invalid(
           where, "argument 'X' has " + std::to_string(X.cols()) +
@@ -230,7 +227,7 @@ class RotaryPositions {
   }
 
   template <bool Inverse>
-  void apply(MatrixType& X, Index length) {
+  void apply(Matrix<Scalar>& X, Index length) {
     const char* where = Inverse ? "coulomb::nn::RotaryPositions::rotate_back"
                                 : "coulomb::nn::RotaryPositions::rotate";
     if (!enabled()) return;
@@ -282,7 +279,7 @@ class RotaryPositions {
   Index head_dim_ = 0;
   double base_ = 10000.0;
   std::vector<double> freq_;
-  MatrixType cos_, sin_;  // cos(tθ_i), sin(tθ_i) for the positions computed so far (t × d_h/2)
+  Matrix<Scalar> cos_, sin_;  // cos(tθ_i), sin(tθ_i) for the positions computed so far (t × d_h/2)
 };
 
 }  // namespace coulomb::nn

@@ -17,6 +17,7 @@
 #include "../core/config.hpp"
 #include "attention_block.hpp"
 #include "config_checks.hpp"
+#include "encoder_config.hpp"
 #include "positions.hpp"
 #include "text_classifier_config.hpp"
 
@@ -42,41 +43,20 @@ inline const char* to_string(SequenceHead head) noexcept {
   return "unknown";
 }
 
-/// Configuration of a SequenceModel. Every field is checked by validate_config().
-struct SequenceModelConfig {
-  /// Largest num_threads (as TextClassifierConfig::max_threads).
-  static constexpr int max_threads = TextClassifierConfig::max_threads;
-
-  Index vocab_size = 0;    ///< token ids are in [0, vocab_size)
-  Index max_length = 128;  ///< longest batch length L and longest decoding (learned: table rows)
-  Index d_model = 64;      ///< width d of the residual stream; a multiple of num_heads
-  Index num_heads = 4;     ///< attention heads H; d_head = d_model / num_heads
-  Index d_ff = 256;        ///< hidden width of the feed-forward blocks
-  Index num_layers = 2;    ///< encoder layers N (at least 1)
+/// Configuration of a SequenceModel: the encoder's fields (EncoderConfig), the head and the
+/// positions. Every field is checked by validate_config().
+struct SequenceModelConfig : EncoderConfig {
   SequenceHead head = SequenceHead::classification;  ///< what the model outputs
   /// Outputs C per sequence or token: classes, or 0 for vocab_size (a language model predicts
   /// tokens). At least 2.
   Index num_outputs = 2;
   PositionKind positions = PositionKind::rotary;  ///< how positions enter (docs/model.md)
   double position_base = 10000.0;  ///< base of the sinusoidal or rotary frequencies (> 1)
-  double dropout = 0.1;            ///< dropout rate in [0, 1) (embeddings and both branches)
-  AttentionKind attention = AttentionKind::linear;  ///< linear (feature map) or softmax
-  Index num_features = 64;           ///< particles m of each feature map (linear attention)
-  bool shared_omega = false;         ///< one Ω for all layers (true) or one per layer (false)
-  bool train_omega = false;          ///< Ω trainable end to end (false: frozen, Phase B)
-  bool tied_qk = false;              ///< one projection for queries and keys (Q = K)
-  double layer_norm_eps = 1e-5;      ///< ε of every layer norm
-  double embedding_init_std = 0.02;  ///< standard deviation of the embedding initialization
-  /// Attention and affine-layer threads (AttentionOptions::num_threads; 0: all), at most
-  /// max_threads.
-  int num_threads = 0;
 
   /// Whether the attention is causal (the causal_lm head).
   bool causal() const noexcept { return head == SequenceHead::causal_lm; }
   /// Outputs C of the head: num_outputs, or vocab_size when num_outputs is 0.
   Index output_dim() const noexcept { return num_outputs > 0 ? num_outputs : vocab_size; }
-  /// Width of a head, d_model / num_heads.
-  Index head_dim() const noexcept { return num_heads > 0 ? d_model / num_heads : 0; }
 };
 
 /// Throws invalid_argument, naming the field ('config.d_model', ...), unless every field of
@@ -127,24 +107,10 @@ inline SequenceModelConfig sequence_model_config(const TextClassifierConfig& con
                           "argument 'config' uses segments or the pair head, which the "
                           "sequence model does not have");
   SequenceModelConfig c;
-  c.vocab_size = config.vocab_size;
-  c.max_length = config.max_length;
-  c.d_model = config.d_model;
-  c.num_heads = config.num_heads;
-  c.d_ff = config.d_ff;
-  c.num_layers = config.num_layers;
+  static_cast<EncoderConfig&>(c) = config;
   c.head = SequenceHead::classification;
   c.num_outputs = config.num_classes;
   c.positions = PositionKind::learned;
-  c.dropout = config.dropout;
-  c.attention = config.attention;
-  c.num_features = config.num_features;
-  c.shared_omega = config.shared_omega;
-  c.train_omega = config.train_omega;
-  c.tied_qk = config.tied_qk;
-  c.layer_norm_eps = config.layer_norm_eps;
-  c.embedding_init_std = config.embedding_init_std;
-  c.num_threads = config.num_threads;
   return c;
 }
 

@@ -3,10 +3,10 @@
 /// @brief The configuration of the Transformer text classifier (TextClassifierConfig), its
 /// pooling kinds and its validation. Documented in docs/model.md (section "Configuration").
 ///
-/// The fields are the sizes and switches of the model of Badiei Khuzani et al., *A Coulomb
-/// Particle Model for Learning Kernel Attention in Transformers*, 2026, §4 (d_model, heads,
-/// layers, m particles per feature map, one Ω per layer or one shared Ω), and of the pair head
-/// for sentence pairs (nn/pair_head.hpp).
+/// The fields are those of the encoder (nn/encoder_config.hpp: the sizes and switches of the model
+/// of Badiei Khuzani et al., *A Coulomb Particle Model for Learning Kernel Attention in
+/// Transformers*, 2026, §4), the classes, the segments and the pair head for sentence pairs
+/// (nn/pair_head.hpp).
 #pragma once
 
 #include <cmath>
@@ -16,6 +16,7 @@
 #include "../core/config.hpp"
 #include "attention_block.hpp"
 #include "config_checks.hpp"
+#include "encoder_config.hpp"
 
 namespace coulomb::nn {
 
@@ -30,32 +31,12 @@ inline const char* to_string(PoolingKind kind) noexcept {
   return kind == PoolingKind::mean ? "mean" : "pair";
 }
 
-/// Configuration of a TextClassifier. Every field is checked by validate_config().
-struct TextClassifierConfig {
-  /// Largest num_threads: a bound on what a configuration (or a model file) can ask for, so that
-  /// a damaged or hostile file cannot make the model start a million threads.
-  static constexpr int max_threads = 1024;
-
-  Index vocab_size = 0;    ///< token ids are in [0, vocab_size)
-  Index max_length = 128;  ///< longest padded batch length L (rows of the position table)
-  Index d_model = 64;      ///< width d of the residual stream; a multiple of num_heads
-  Index num_heads = 4;     ///< attention heads H; d_head = d_model / num_heads
-  Index d_ff = 256;        ///< hidden width of the feed-forward blocks
-  Index num_layers = 2;    ///< encoder layers N (at least 1)
-  Index num_classes = 2;   ///< classes C (at least 2)
-  double dropout = 0.1;    ///< dropout rate in [0, 1) (embeddings and both branches)
-  AttentionKind attention = AttentionKind::linear;  ///< linear (feature map) or softmax
-  Index num_features = 64;           ///< particles m of each feature map (linear attention)
-  bool shared_omega = false;         ///< one Ω for all layers (true) or one per layer (false)
-  bool train_omega = false;          ///< Ω trainable end to end (false: frozen, Phase B)
-  bool tied_qk = false;              ///< one projection for queries and keys (Q = K)
-  bool use_segments = false;         ///< add segment embeddings (sentence pairs)
-  Index num_segments = 2;            ///< segment ids are in [0, num_segments) when used
-  double layer_norm_eps = 1e-5;      ///< ε of every layer norm
-  double embedding_init_std = 0.02;  ///< standard deviation of the embedding initialization
-  /// Attention and affine-layer threads (AttentionOptions::num_threads; 0: all), at most
-  /// max_threads.
-  int num_threads = 0;
+/// Configuration of a TextClassifier: the encoder's fields (EncoderConfig) and the classifier's.
+/// Every field is checked by validate_config().
+struct TextClassifierConfig : EncoderConfig {
+  Index num_classes = 2;                    ///< classes C (at least 2)
+  bool use_segments = false;                ///< add segment embeddings (sentence pairs)
+  Index num_segments = 2;                   ///< segment ids are in [0, num_segments) when used
   PoolingKind pooling = PoolingKind::mean;  ///< mean pooling or the pair head (sentence pairs)
   Index pair_hidden = 0;  ///< pair head: width of its GELU hidden layer (0: none; pair only)
   /// pair head: append the two alignment features of the token embeddings (PairAlignment)
