@@ -276,7 +276,9 @@ struct Run {
   int seed;
   std::string method;
   Index budget;
-  double accuracy;    ///< test accuracy (validation accuracy for the "tuning" rows)
+  /// Test accuracy; for the "tuning" rows, the chosen learned configuration's validation score
+  /// averaged over the selection folds (importance sampling's when there is no grid).
+  double accuracy;
   double bandwidth;   ///< σ of the initial Gaussian draw (CV for fixed RFF at this budget)
   double alpha;       ///< ridge penalty chosen by CV
   std::string hyper;  ///< chosen hyperparameters, for the CSV
@@ -304,7 +306,7 @@ struct Config {
   std::vector<std::string> samplers{"ula", "mala"};
   std::vector<double> rhos{0.5, 4.0, 32.0};
   /// Folds of the 4-fold split of the training data over which the tuning averages the
-  /// validation accuracy (1: the single 75 % / 25 % split).
+  /// validation score (1: the single 75 % / 25 % split).
   Index selection_folds = 1;
   /// What the tuning maximizes on the validation folds: "accuracy", or "squared-error" (minus
   /// the ridge's mean squared error on the ±1 targets: smoother than the accuracy).
@@ -340,7 +342,7 @@ std::vector<Run> run_job(const Config& cfg, Task task, double noise, int seed) {
   const std::vector<double> bandwidths = bandwidth_grid(train.X, rng);
 
   // Tuning on the training data only, at the tuning budget: each candidate of the learned method
-  // and of importance sampling is scored by its validation accuracy averaged over the first
+  // and of importance sampling is scored by its validation score averaged over the first
   // `selection_folds` folds of a 4-fold split of the training data (fit on the other three).
   const std::vector<Index> split = coulomb::k_fold_assignment(cfg.n_train, 4, rng);
   auto fold_rows = [&](Index fold, bool held_out) {
@@ -352,7 +354,7 @@ std::vector<Run> run_job(const Config& cfg, Task task, double noise, int seed) {
   // Fold 0 draws its ridge folds and its tuning stream from the job's stream (as the single
   // split did before --selection-folds); the other folds from streams of their own.
   const std::vector<Index> fit_folds0 = coulomb::k_fold_assignment(
-      cfg.n_train - static_cast<Index>(fold_rows(0, true).size()), 3, rng);
+      cfg.n_train - static_cast<Index>(std::count(split.begin(), split.end(), Index{0})), 3, rng);
 
   std::vector<Run> runs;
   auto now = [] { return std::chrono::steady_clock::now(); };
@@ -370,7 +372,7 @@ std::vector<Run> run_job(const Config& cfg, Task task, double noise, int seed) {
           for (const std::string& sampler : cfg.samplers)
             candidates.push_back({lr, beta, step, true, sampler == "mala"});
     const bool grid = candidates.size() > 1;  // one configuration: nothing to choose
-    std::vector<double> learned_acc(candidates.size(), 0.0), is_acc(cfg.rhos.size(), 0.0);
+    std::vector<double> learned_score(candidates.size(), 0.0), is_score(cfg.rhos.size(), 0.0);
     coulomb::Rng tune_rng = rng.split(1);
     double bandwidth0 = 0.0;
     for (Index fold = 0; fold < cfg.selection_folds; ++fold) {
@@ -392,23 +394,23 @@ std::vector<Run> run_job(const Config& cfg, Task task, double noise, int seed) {
         for (std::size_t c = 0; c < candidates.size(); ++c) {
           const MatR omega =
               run_phase_a(fit, omega0, sel.bandwidth, candidates[c], cfg.phase_a, job_seed + 17);
-          learned_acc[c] += cfg.selection_score(classify(omega, fit, val, fit_folds));
+          learned_score[c] += cfg.selection_score(classify(omega, fit, val, fit_folds));
         }
       Map pool(d, cfg.pool, fold_rng, {.bandwidth = sel.bandwidth});
       for (std::size_t r = 0; r < cfg.rhos.size(); ++r) {
         coulomb::ImportanceSampling<Map> is(pool, fit.X, coulomb::binary_targets<Real>(fit.y),
                                             {.rho = cfg.rhos[r]});
-        is_acc[r] += cfg.selection_score(
+        is_score[r] += cfg.selection_score(
             classify(is.sample_particles(cfg.tuning_budget, fold_rng), fit, val, fit_folds));
       }
     }
     // The first best (ties keep the earlier candidate, as the single split did).
     const auto best_c = static_cast<std::size_t>(
-        std::max_element(learned_acc.begin(), learned_acc.end()) - learned_acc.begin());
+        std::max_element(learned_score.begin(), learned_score.end()) - learned_score.begin());
     best_phase = candidates[best_c];
     best_lambda_rel = best_phase.lambda_rel;
-    const auto best_r =
-        static_cast<std::size_t>(std::max_element(is_acc.begin(), is_acc.end()) - is_acc.begin());
+    const auto best_r = static_cast<std::size_t>(
+        std::max_element(is_score.begin(), is_score.end()) - is_score.begin());
     best_rho = cfg.rhos[best_r];
     const double n_folds = static_cast<double>(cfg.selection_folds);
     std::ostringstream h;
@@ -416,7 +418,7 @@ std::vector<Run> run_job(const Config& cfg, Task task, double noise, int seed) {
       << ";step=" << best_phase.step << ";sampler=" << (best_phase.exact ? "mala" : "ula")
       << ";rho=" << best_rho << ";folds=" << cfg.selection_folds << ";selection=" << cfg.selection;
     runs.push_back({task, noise, seed, "tuning", cfg.tuning_budget,
-                    (grid ? learned_acc[best_c] : is_acc[best_r]) / n_folds, bandwidth0, 0.0,
+                    (grid ? learned_score[best_c] : is_score[best_r]) / n_folds, bandwidth0, 0.0,
                     h.str(), seconds_since(t0)});
   }
 
