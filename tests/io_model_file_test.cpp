@@ -342,7 +342,7 @@ TEST_CASE("AtomicWrite_FailureLeavesThePreviousFileAndNoTemporary", "[io][atomic
 
   SECTION("the producer throws midway") {
     CHECK_THROWS_AS(
-        coulomb::io::write_file_atomically(path,
+        coulomb::write_file_atomically(path,
                                            [](auto& sink) {
                                              const std::string half = "partial contents";
                                              sink(as_span(half));

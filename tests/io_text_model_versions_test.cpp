@@ -216,7 +216,7 @@ TEST_CASE("text model: the committed version-1 fixtures still load and save back
     auto loaded = io::load_text_model<coulomb::FavorPlus<float>>(path);
     const Bytes resaved = io::model_file_bytes(io::text_model_file(
         loaded.model, loaded.vocabulary, loaded.header.encoder, loaded.header.metadata));
-    const std::string on_disk = coulomb::io::read_file(path);
+    const std::string on_disk = coulomb::read_file(path);
     CHECK(resaved.size() == on_disk.size());
     CHECK(std::memcmp(resaved.data(), on_disk.data(), std::min(resaved.size(), on_disk.size())) ==
           0);
@@ -268,7 +268,7 @@ TEST_CASE("TextModel_EveryPathLoaderReadsAFifoOnce", "[io][text_model][fifo]") {
   ScratchDir dir("fifo");
   const std::string regular = dir.file("model.clmb");
   io::save_text_model(regular, model, vocab, enc_options, kMetadata);
-  const std::string bytes = io::read_file(regular);
+  const std::string bytes = coulomb::read_file(regular);
   const std::string fifo = dir.file("model.fifo");
   auto through_fifo = [&](const std::string& fed, auto&& load) {
     fs::remove(fifo);

@@ -399,7 +399,7 @@ class CommandLine {
   /// atomic. "-" and the file standard output or error goes to are those streams; a FIFO or a
   /// device is appended to (never truncated); a regular file is truncated.
   std::shared_ptr<std::ostream> open_progress_log() const {
-    const int stream = progress_json_ == "-" ? 1 : coulomb::io::standard_stream_of(progress_json_);
+    const int stream = progress_json_ == "-" ? 1 : coulomb::standard_stream_of(progress_json_);
     if (stream == 1) return std::shared_ptr<std::ostream>(&std::cout, [](std::ostream*) {});
     if (stream == 2) return std::shared_ptr<std::ostream>(&std::cerr, [](std::ostream*) {});
     const auto mode = detail::is_stream_target(progress_json_) ? std::ios::out | std::ios::app

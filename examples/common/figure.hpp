@@ -128,8 +128,8 @@ class Figures {
     for (const auto& a : args) text += " '" + one_line(a) + "'";
     text += "\n" + script;
     write_output("figure script", gp.string(), text);
-    const std::string target = coulomb::io::resolve_output_path(png.string(), "figure");
-    const std::string temporary = coulomb::io::detail::temporary_path_for(target).string();
+    const std::string target = coulomb::resolve_output_path(png.string(), "figure");
+    const std::string temporary = coulomb::detail::temporary_path_for(target).string();
     std::vector<std::string> argv{"gnuplot", "-c", gp.string(), temporary};
     argv.insert(argv.end(), args.begin(), args.end());
     const ProgramRun run = run_program(argv);

@@ -66,7 +66,7 @@ inline bool is_stream_target(const std::string& path) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (std::filesystem::is_fifo(status) || std::filesystem::is_character_file(status)) return true;
-  return std::filesystem::is_regular_file(status) && coulomb::io::standard_stream_of(path) != 0;
+  return std::filesystem::is_regular_file(status) && coulomb::standard_stream_of(path) != 0;
 }
 
 /// The absolute path with symbolic links resolved as far as the path exists, for comparing
@@ -90,9 +90,9 @@ inline void write_output(const std::string& flag, const std::string& path, std::
   auto fail = [&](const std::string& what, int err) {
     throw coulomb::io_error(where + " '" + path + "': " + what + " (" + std::strerror(err) + ")");
   };
-  if (const int fd = path == "-" ? 1 : coulomb::io::standard_stream_of(path)) {
+  if (const int fd = path == "-" ? 1 : coulomb::standard_stream_of(path)) {
     (fd == 1 ? std::cout : std::cerr).flush();
-    if (const int err = coulomb::io::detail::write_fully(fd, text.data(), text.size()))
+    if (const int err = coulomb::detail::write_fully(fd, text.data(), text.size()))
       fail("write error", err);
     return;
   }
@@ -101,13 +101,12 @@ inline void write_output(const std::string& flag, const std::string& path, std::
   if (std::filesystem::is_fifo(status) || std::filesystem::is_character_file(status)) {
     const int fd = ::open(path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) fail("cannot open it for writing", errno);
-    const int err = coulomb::io::detail::write_fully(fd, text.data(), text.size());
+    const int err = coulomb::detail::write_fully(fd, text.data(), text.size());
     ::close(fd);
     if (err != 0) fail("write error", err);
     return;
   }
-  coulomb::io::write_file_atomically(path, std::as_bytes(std::span(text.data(), text.size())),
-                                     where);
+  coulomb::write_file_atomically(path, std::as_bytes(std::span(text.data(), text.size())), where);
 }
 
 /// The files one run of a tool reads and writes, checked together before any work (see the file
@@ -145,7 +144,7 @@ class OutputPlan {
                              "cannot create the directory '" + d.path + "' (" + ec.message() + ")"};
       }
       try {
-        coulomb::io::check_output_path((fs::path(d.path) / ".coulomb-probe").string(), d.flag);
+        coulomb::check_output_path((fs::path(d.path) / ".coulomb-probe").string(), d.flag);
       } catch (const coulomb::io_error& e) {
         return PathProblem{
             d.flag, "cannot write into the directory '" + d.path + "'" + system_reason(e.what())};
@@ -162,10 +161,10 @@ class OutputPlan {
       } else {
         try {
           // The target's type always; the probe and the free space once per directory.
-          const std::string dir = detail::normal_form(
-              fs::path(coulomb::io::resolve_output_path(o.path, "")).parent_path());
+          const std::string dir =
+              detail::normal_form(fs::path(coulomb::resolve_output_path(o.path, "")).parent_path());
           if (o.expected_bytes > 0 || probed.insert(dir).second)
-            coulomb::io::check_output_path(o.path, "", o.expected_bytes);
+            coulomb::check_output_path(o.path, "", o.expected_bytes);
         } catch (const coulomb::io_error& e) {
           return PathProblem{o.flag, strip_where(e.what())};
         }

@@ -206,8 +206,8 @@ class RunTable {
       }
       text += join(fields) + '\n';
     }
-    coulomb::io::write_file_atomically(path, std::as_bytes(std::span(text.data(), text.size())),
-                                       "run table");
+    coulomb::write_file_atomically(path, std::as_bytes(std::span(text.data(), text.size())),
+                                   "run table");
   }
 
   /// Values of column `value` of the rows whose keys match `filter` (an empty filter entry

@@ -448,9 +448,9 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   result.parameters = model.num_parameters();
   // The model file's size is known now: check its directory and free space before the training.
   if (!cfg.model_path.empty())
-    coulomb::io::check_output_path(cfg.model_path, "--model",
-                                   static_cast<std::uintmax_t>(result.parameters) * sizeof(float) +
-                                       static_cast<std::uintmax_t>(vocab.size()) * 32 + 65536);
+    coulomb::check_output_path(cfg.model_path, "--model",
+                               static_cast<std::uintmax_t>(result.parameters) * sizeof(float) +
+                                   static_cast<std::uintmax_t>(vocab.size()) * 32 + 65536);
 
   // ---- Phase A
   const bool learned =

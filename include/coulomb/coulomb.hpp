@@ -20,6 +20,7 @@
 #include "baselines/logistic_regression.hpp"
 #include "baselines/rff_bandwidth.hpp"
 #include "baselines/ridge.hpp"
+#include "core/atomic_file.hpp"
 #include "core/check.hpp"
 #include "core/config.hpp"
 #include "core/early_stopping.hpp"

@@ -25,10 +25,10 @@
 #include <type_traits>
 #include <utility>
 
+#include "../core/atomic_file.hpp"
 #include "../core/config.hpp"
 #include "../core/error.hpp"
 #include "../core/printable.hpp"
-#include "atomic_file.hpp"
 #include "crc32c.hpp"
 #include "model_file_container.hpp"
 
@@ -176,7 +176,7 @@ inline ScalarType peek_scalar_type(std::span<const std::byte> image, std::string
 inline ScalarType peek_scalar_type(const std::string& path) {
   const char* where = "coulomb::io::peek_scalar_type";
   std::ifstream in(path, std::ios::binary);
-  if (!in) detail::throw_file_error(where, path, "cannot open the file for reading");
+  if (!in) coulomb::detail::throw_file_error(where, path, "cannot open the file for reading");
   std::array<char, 17> header{};
   in.read(header.data(), static_cast<std::streamsize>(header.size()));
   const auto got = static_cast<std::size_t>(in.gcount());

@@ -2,7 +2,7 @@
 /// @file io/model_file_writer.hpp
 /// @brief Writing a ModelFile (io/model_file_container.hpp) as the bytes of docs/file_format.md:
 /// deterministic (metadata in key order, blobs and tensors in insertion order), streamed in
-/// pieces with the CRC-32C computed on the way, atomic on disk (io/atomic_file.hpp), and
+/// pieces with the CRC-32C computed on the way, atomic on disk (core/atomic_file.hpp), and
 /// refusing non-finite tensor entries unless told otherwise.
 #pragma once
 
@@ -19,9 +19,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "../core/atomic_file.hpp"
 #include "../core/config.hpp"
 #include "../core/error.hpp"
-#include "atomic_file.hpp"
 #include "crc32c.hpp"
 #include "model_file_container.hpp"
 
@@ -168,10 +168,10 @@ void write_model_file(std::ostream& out, const ModelFile<S>& file, const WriteOp
   detail::encode_model_file(file, [&](std::span<const std::byte> bytes) {
     out.write(reinterpret_cast<const char*>(bytes.data()),
               static_cast<std::streamsize>(bytes.size()));
-    if (!out) detail::throw_file_error(where, target, "write error on the output stream");
+    if (!out) coulomb::detail::throw_file_error(where, target, "write error on the output stream");
   });
   out.flush();
-  if (!out) detail::throw_file_error(where, target, "write error on the output stream");
+  if (!out) coulomb::detail::throw_file_error(where, target, "write error on the output stream");
 }
 
 /// The file image of `file`, as bytes. Throws as write_model_file.
@@ -189,7 +189,7 @@ std::vector<std::byte> model_file_bytes(const ModelFile<S>& file,
 }
 
 /// Saves `file` at `path` atomically: a temporary file beside it is written, flushed to the
-/// disk and renamed over `path` (io/atomic_file.hpp), so a crash or an error leaves the previous
+/// disk and renamed over `path` (core/atomic_file.hpp), so a crash or an error leaves the previous
 /// file intact and no temporary file behind. Throws io_error naming `path` and the system's
 /// reason, numerical_error for non-finite entries unless options.allow_non_finite (in both
 /// cases `path` is untouched).

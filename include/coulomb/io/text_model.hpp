@@ -162,7 +162,7 @@ ModelFile<S> text_model_file(const nn::TextClassifier<Map>& model, const Vocabul
 }
 
 /// Saves a whole text model at `path` in one model file (layout: add_text_model), atomically:
-/// a crash or an error leaves the previous file intact (io/atomic_file.hpp). Throws as
+/// a crash or an error leaves the previous file intact (core/atomic_file.hpp). Throws as
 /// add_text_model, io_error naming `path` when it cannot be written, numerical_error when a
 /// parameter holds NaN or ∞ (unless options.allow_non_finite).
 template <FeatureMap Map, RealScalar S = typename Map::Scalar>

@@ -29,11 +29,11 @@
 #include <utility>
 #include <vector>
 
+#include "../core/atomic_file.hpp"
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "../core/error.hpp"
 #include "../core/tokens.hpp"
-#include "../io/atomic_file.hpp"
 #include "dataset.hpp"
 #include "tokenizer.hpp"
 #include "tsv.hpp"
@@ -179,14 +179,14 @@ class Vocabulary {
       out << tokens_[i] << '\t' << counts_[i] << '\n';
   }
 
-  /// Saves the vocabulary to `path`, atomically (io/atomic_file.hpp): a crash or an error leaves
+  /// Saves the vocabulary to `path`, atomically (core/atomic_file.hpp): a crash or an error leaves
   /// the previous file intact. Throws io_error naming `path` when the file cannot be written.
   void save(const std::string& path) const {
     std::ostringstream out;
     write(out);
     const std::string text = out.str();
-    io::write_file_atomically(path, std::as_bytes(std::span<const char>(text)),
-                              "coulomb::Vocabulary::save");
+    write_file_atomically(path, std::as_bytes(std::span<const char>(text)),
+                          "coulomb::Vocabulary::save");
   }
 
   /// Parses a vocabulary in its text format; `source` names it in messages. Throws io_error

@@ -28,12 +28,12 @@
 #include <utility>
 #include <vector>
 
+#include "../core/atomic_file.hpp"
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "../core/error.hpp"
 #include "../core/random.hpp"
 #include "../features/feature_map.hpp"
-#include "../io/atomic_file.hpp"
 #include "../io/crc32c.hpp"
 #include "../io/model_file.hpp"
 #include "../io/text_model.hpp"
@@ -278,7 +278,7 @@ void save_checkpoint(const CheckpointOptions& options, const io::ModelFile<S>& f
   const char* where = "coulomb::train::save_checkpoint";
   io::detail::require_finite_tensors(file, where, options.path);
   bool told = false;
-  io::write_file_atomically(
+  coulomb::write_file_atomically(
       options.path,
       [&](auto& sink) {
         io::detail::encode_model_file(file, [&](std::span<const std::byte> bytes) {
