@@ -72,6 +72,7 @@ struct Options {
   Index d_model = 64, num_heads = 2, d_ff = 128, num_layers = 2;
   double dropout = 0.1;
   std::string positions = "rotary";
+  Index key_conv = 0;
   int threads = 1;
   Index listops_train = 10'000, listops_dev = 1'000, listops_test = 1'000;
   Index listops_min_length = 100, listops_max_length = 500;
@@ -189,6 +190,7 @@ nn::SequenceModelConfig model_config(const Options& o, const Task& t) {
   c.positions = o.positions == "learned"      ? nn::PositionKind::learned
                 : o.positions == "sinusoidal" ? nn::PositionKind::sinusoidal
                                               : nn::PositionKind::rotary;
+  c.key_conv = o.key_conv;
   c.dropout = o.dropout;
   c.attention = o.attention == "softmax" ? nn::AttentionKind::softmax : nn::AttentionKind::linear;
   c.num_features = o.features;
@@ -442,6 +444,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--positions", o.positions, "Positions: rotary, sinusoidal or learned")
       ->check(CLI::IsMember({"rotary", "sinusoidal", "learned"}))
+      ->capture_default_str();
+  app.add_option("--key-conv", o.key_conv,
+                 "Width of the short causal convolution of the keys (0: none; 2 lets a key "
+                 "carry the token before it)")
+      ->check(coulomb_examples::integer_in(0, 64))
       ->capture_default_str();
   cli.add_threads(o.threads, "Threads of the attention and the affine layers");
   app.add_option("--listops-train", o.listops_train, "ListOps training sequences")

@@ -171,6 +171,30 @@ TEMPLATE_TEST_CASE("NnSequenceModel_StepEqualsCausalForwardForEveryPositionKind"
   }
 }
 
+TEMPLATE_TEST_CASE("NnSequenceModel_StepEqualsCausalForwardWithKeyConvolution",
+                   "[nn][sequence][generation]", float, double) {
+  auto rng = coulomb_test::test_rng("NnSequenceModel_StepEqualsCausalForwardWithKeyConvolution");
+  // Lengths below, at and above the width, padded sequences, and taps away from the identity
+  // start, with linear and softmax attention.
+  for (const Index L : {Index(1), Index(2), Index(70)}) {
+    const PaddingMask mask = mask_of(L, {L, L > 1 ? L - 1 : 1, L});
+    const TokenArray ids = random_ids(mask, 13, rng);
+    for (const Index width : {Index(1), Index(2), Index(4)}) {
+      for (const auto attention : {AttentionKind::linear, AttentionKind::softmax}) {
+        SequenceModelConfig c = lm_config(L);
+        c.key_conv = width;
+        c.attention = attention;
+        coulomb::nn::SequenceModel<coulomb::FavorPlus<TestType>> model(c, 11);
+        for (const auto& p : model.parameters())
+          if (p.name.find("key_conv") != std::string::npos)
+            coulomb::fill_standard_normal(*p.value, rng);
+        INFO("L = " << L << ", width " << width << ", " << coulomb::nn::to_string(attention));
+        CHECK(step_against_forward(model, ids, mask, true) < tol<TestType>::loose);
+      }
+    }
+  }
+}
+
 TEST_CASE("NnSequenceModel_LinearStateDoesNotGrowSoftmaxCacheDoes", "[nn][sequence][generation]") {
   auto rng = coulomb_test::test_rng("NnSequenceModel_LinearStateDoesNotGrowSoftmaxCacheDoes");
   const Index L = 40;

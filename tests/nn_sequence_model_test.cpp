@@ -186,6 +186,48 @@ TEST_CASE("NnSequenceModel_GradientsMatchFiniteDifferences", "[nn][sequence][gra
     CHECK(worst < coulomb_nn_test::fd_tolerance);
   }
 
+  SECTION("causal LM with a key convolution of width 3, rotary positions, trainable Omega") {
+    SequenceModelConfig c = small_config(SequenceHead::causal_lm, PositionKind::rotary);
+    c.train_omega = true;
+    c.key_conv = 3;
+    Model model(c, 23);
+    // Away from the identity start, so that every tap carries a gradient through the keys.
+    Index convolutions = 0;
+    for (const auto& p : model.parameters())
+      if (p.name.find("key_conv") != std::string::npos) {
+        CHECK(p.value->rows() == 3);
+        CHECK(p.value->cols() == c.d_model);
+        coulomb::fill_standard_normal(*p.value, rng);
+        ++convolutions;
+      }
+    CHECK(convolutions == c.num_layers);
+    const Targets y = token_targets(batch.ids, mask, c.output_dim(), rng);
+    auto loss_and_grad = [&](Mat<double>* dfull) {
+      Mat<double> logits;
+      coulomb::Rng dropout(9);
+      model.forward(batch.ids, mask, logits, true, dropout);
+      Mat<double> real(static_cast<Index>(y.rows.size()), logits.cols()), dreal;
+      for (std::size_t r = 0; r < y.rows.size(); ++r)
+        real.row(static_cast<Index>(r)) = logits.row(y.rows[r]);
+      const double value = coulomb::nn::softmax_cross_entropy(real, y.values, dreal);
+      if (dfull) {
+        dfull->setZero(logits.rows(), logits.cols());
+        for (std::size_t r = 0; r < y.rows.size(); ++r)
+          dfull->row(y.rows[r]) = dreal.row(static_cast<Index>(r));
+      }
+      return value;
+    };
+    const double worst = check_gradients(
+        model, [&] { return loss_and_grad(nullptr); },
+        [&] {
+          Mat<double> d;
+          loss_and_grad(&d);
+          model.backward(d);
+        });
+    INFO("largest relative error " << worst);
+    CHECK(worst < coulomb_nn_test::fd_tolerance);
+  }
+
   SECTION("classification with rotary positions, FAVOR+ with trainable Omega") {
     SequenceModelConfig c = small_config(SequenceHead::classification, PositionKind::rotary);
     c.train_omega = true;
@@ -313,6 +355,14 @@ TEST_CASE("NnSequenceModel_BadInputThrows", "[nn][sequence][model][errors]") {
     invalid(bad, "'config.position_base'");
     bad.vocab_size = 0;
     invalid(bad, "'config.vocab_size'");
+  }
+  {
+    SequenceModelConfig bad = c;
+    bad.key_conv = -1;
+    invalid(bad, "'config.key_conv'");
+    bad.key_conv = 2;
+    bad.tied_qk = true;
+    invalid(bad, "'config.key_conv'");
   }
   Model model(c, 1);
   coulomb::Rng rng(2);

@@ -19,6 +19,10 @@
 /// sequence's next token goes through the same projections and rotation, and the attention's
 /// recurrent step (linear: key sums of O(m·d_head) per head; softmax: a cache of keys and
 /// values) gives the output the causal forward gives at that position.
+///
+/// With a key convolution (set_key_convolution, nn/key_convolution.hpp), the keys are
+/// K = conv(X W_K + b_K) before the rotation: a short causal depthwise convolution over the
+/// positions of each sequence, so a key can carry the tokens just before it.
 #pragma once
 
 #include <functional>
@@ -35,6 +39,7 @@
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "../features/feature_map.hpp"
+#include "key_convolution.hpp"
 #include "layers.hpp"
 #include "parameter.hpp"
 #include "positions.hpp"
@@ -64,8 +69,11 @@ class AttentionDecodingState {
   Index position() const noexcept { return position_; }
   /// Scalars held by the attention's recurrent state (not counting the step's buffers): with
   /// linear attention B·H·(D·(d_head + 1) + 1) once a token is in, whatever the position; with
-  /// softmax attention, growing with every real token.
-  Index num_scalars() const noexcept { return linear_.num_scalars() + softmax_.num_scalars(); }
+  /// softmax attention, growing with every real token; plus B·(w − 1)·d with a key convolution
+  /// of width w.
+  Index num_scalars() const noexcept {
+    return linear_.num_scalars() + softmax_.num_scalars() + key_conv_.num_scalars();
+  }
 
  private:
   template <RealScalar S, FeatureMap M>
@@ -73,7 +81,8 @@ class AttentionDecodingState {
 
   LinearAttentionState<Scalar> linear_;
   SoftmaxAttentionCache<Scalar> softmax_;
-  Matrix<Scalar> q_, k_, v_, a_;
+  KeyConvolutionHistory<Scalar> key_conv_;
+  Matrix<Scalar> q_, k_, k_pre_, v_, a_;
   Index batch_ = 0;
   Index position_ = 0;
 };
@@ -124,13 +133,15 @@ class MultiHeadAttention {
     make_projections(d_model);
   }
 
-  /// Xavier-uniform projections, zero biases; draws W_Q, (W_K,) W_V, W_O in that order.
+  /// Xavier-uniform projections, zero biases; draws W_Q, (W_K,) W_V, W_O in that order. The key
+  /// convolution, if any, starts as the identity (no draw).
   template <std::uniform_random_bit_generator G>
   void initialize(G& rng) {
     w_q_.initialize(rng);
     if (!tied_) w_k_.initialize(rng);
     w_v_.initialize(rng);
     w_o_.initialize(rng);
+    key_conv_.initialize();
   }
 
   /// The attention kind.
@@ -152,6 +163,20 @@ class MultiHeadAttention {
   void set_rotary(double base) { rotary_ = RotaryPositions<Scalar>(head_dim(), base); }
   /// The rotary positions (enabled() is false without them).
   const RotaryPositions<Scalar>& rotary() const noexcept { return rotary_; }
+
+  /// Convolves the keys from now on with a short causal depthwise convolution of `width`
+  /// positions (nn/key_convolution.hpp), starting as the identity. Throws invalid_argument for
+  /// width < 1, or when queries and keys are tied (the keys need their own projection).
+  void set_key_convolution(Index width) {
+    const char* where = "coulomb::nn::MultiHeadAttention::set_key_convolution";
+    if (tied_)
+      detail::throw_invalid(where,
+                            "queries and keys are tied (tied_qk): a key convolution needs a key "
+                            "projection of its own");
+    key_conv_ = KeyConvolution<Scalar>(width, model_dim());
+  }
+  /// The key convolution (enabled() is false without it).
+  const KeyConvolution<Scalar>& key_convolution() const noexcept { return key_conv_; }
 
   /// The factor s the attention applies to queries and keys (d_head^{-1/4} by default).
   Scalar input_scale() const {
@@ -216,7 +241,12 @@ class MultiHeadAttention {
                                        " rows, expected L x B = " + std::to_string(mask.size()) +
                                        " (the size of 'mask')");
     w_q_.forward(X, q_);
-    if (!tied_) w_k_.forward(X, k_);
+    if (key_conv_.enabled()) {
+      w_k_.forward(X, k_pre_);
+      key_conv_.forward(k_pre_, mask.rows(), k_);
+    } else if (!tied_) {
+      w_k_.forward(X, k_);
+    }
     w_v_.forward(X, v_);
     if (rotary_.enabled()) {
       rotary_.rotate(q_, mask.rows());
@@ -251,7 +281,12 @@ class MultiHeadAttention {
         rotary_.rotate_back(grads_.dK, mask.rows());
       }
       w_q_.backward(X, grads_.dQ, dX);
-      w_k_.backward_add(X, grads_.dK, dX);
+      if (key_conv_.enabled()) {
+        key_conv_.backward(k_pre_, mask.rows(), grads_.dK, dk_pre_);
+        w_k_.backward_add(X, dk_pre_, dX);
+      } else {
+        w_k_.backward_add(X, grads_.dK, dX);
+      }
     }
     w_v_.backward_add(X, grads_.dV, dX);
   }
@@ -284,6 +319,7 @@ class MultiHeadAttention {
       linear_->reset(state.linear_, batch);
     else
       exact_.reset(state.softmax_, batch);
+    key_conv_.reset(state.key_conv_, batch);
     state.batch_ = batch;
     state.position_ = 0;
   }
@@ -300,7 +336,12 @@ class MultiHeadAttention {
       detail::throw_invalid(where, "argument 'state' was not reset (call reset(state, batch))");
     detail::require_shape(X, state.batch_, model_dim(), where, "X");
     w_q_.forward(X, state.q_);
-    if (!tied_) w_k_.forward(X, state.k_);
+    if (key_conv_.enabled()) {
+      w_k_.forward(X, state.k_pre_);
+      key_conv_.step(state.k_pre_, state.key_conv_, state.k_);
+    } else if (!tied_) {
+      w_k_.forward(X, state.k_);
+    }
     w_v_.forward(X, state.v_);
     rotary_.rotate_at(state.q_, state.position_);
     if (!tied_) rotary_.rotate_at(state.k_, state.position_);
@@ -326,12 +367,15 @@ class MultiHeadAttention {
     w_k_.zero_grad();
     w_v_.zero_grad();
     w_o_.zero_grad();
+    key_conv_.zero_grad();
   }
 
-  /// Appends prefix + w_q, b_q, (w_k, b_k unless tied), w_v, b_v, w_o, b_o.
+  /// Appends prefix + w_q, b_q, (w_k, b_k unless tied), (key_conv with a key convolution), w_v,
+  /// b_v, w_o, b_o.
   void append_parameters(ParameterList<Scalar>& list, const std::string& prefix) {
     w_q_.append_parameters(list, prefix, "w_q", "b_q");
     if (!tied_) w_k_.append_parameters(list, prefix, "w_k", "b_k");
+    if (key_conv_.enabled()) key_conv_.append_parameters(list, prefix, "key_conv");
     w_v_.append_parameters(list, prefix, "w_v", "b_v");
     w_o_.append_parameters(list, prefix, "w_o", "b_o");
   }
@@ -382,8 +426,9 @@ class MultiHeadAttention {
   typename Linearized::Workspace linear_ws_;
   typename Exact::Workspace exact_ws_;
   AttentionGradients<Scalar> grads_;
-  RotaryPositions<Scalar> rotary_;  // disabled unless set_rotary
-  MatrixType q_, k_, v_, a_, da_;
+  RotaryPositions<Scalar> rotary_;   // disabled unless set_rotary
+  KeyConvolution<Scalar> key_conv_;  // disabled unless set_key_convolution
+  MatrixType q_, k_, k_pre_, dk_pre_, v_, a_, da_;
 };
 
 }  // namespace coulomb::nn

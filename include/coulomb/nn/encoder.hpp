@@ -38,6 +38,7 @@ struct EncoderLayerOptions {
   bool tied_qk = false;          ///< one projection for queries and keys
   bool rotary = false;           ///< rotate queries and keys by their position (nn/positions.hpp)
   double rotary_base = 10000.0;  ///< base of the rotary frequencies θ_i = base^{−2i/d_head}
+  Index key_conv = 0;            ///< width of the keys' convolution (0: none; key_convolution.hpp)
   AttentionOptions attention{};  ///< num_heads, causal, threads, ... of the attention
 };
 
@@ -87,6 +88,7 @@ class EncoderLayer {
         ffn2_(options.d_ff, options.d_model),
         dropout2_(options.dropout) {
     if (options.rotary) attention_.set_rotary(options.rotary_base);
+    if (options.key_conv != 0) attention_.set_key_convolution(options.key_conv);
   }
 
   /// Norms to γ = 1, β = 0; attention projections, then W₁, then W₂ Xavier-uniform from

@@ -299,6 +299,7 @@ class SequenceModel : public EncoderAccess<SequenceModel<Map>, Map> {
     lo.tied_qk = c.tied_qk;
     lo.rotary = c.positions == PositionKind::rotary;
     lo.rotary_base = c.position_base;
+    lo.key_conv = c.key_conv;
     lo.attention.num_heads = c.num_heads;
     lo.attention.num_threads = c.num_threads;
     lo.attention.omega_gradient = c.train_omega;

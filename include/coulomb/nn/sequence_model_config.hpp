@@ -52,6 +52,9 @@ struct SequenceModelConfig : EncoderConfig {
   Index num_outputs = 2;
   PositionKind positions = PositionKind::rotary;  ///< how positions enter (docs/model.md)
   double position_base = 10000.0;  ///< base of the sinusoidal or rotary frequencies (> 1)
+  /// Width of the short causal convolution of every attention's keys (0: none; needs untied
+  /// queries and keys; nn/key_convolution.hpp). 2 lets a key carry the token before it.
+  Index key_conv = 0;
 
   /// Whether the attention is causal (the causal_lm head).
   bool causal() const noexcept { return head == SequenceHead::causal_lm; }
@@ -91,6 +94,12 @@ inline void validate_config(const SequenceModelConfig& config) {
                           "argument 'config.positions' is rotary, which rotates pairs of "
                           "columns: d_model / num_heads = " +
                               std::to_string(config.head_dim()) + " must be even");
+  detail::require_config_at_least(config.key_conv, 0, where, "key_conv");
+  if (config.key_conv > 0 && config.tied_qk)
+    detail::throw_invalid(where, "argument 'config.key_conv' is " +
+                                     std::to_string(config.key_conv) +
+                                     " but config.tied_qk is set: the key convolution needs a key "
+                                     "projection of its own");
   detail::check_dropout_and_attention(config, where);
   detail::check_norms_and_threads(config, where);
 }
