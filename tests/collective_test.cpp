@@ -2,8 +2,9 @@
 // The single-process side of data-parallel training (train/collective.hpp), without MPI:
 // shard_range splits B items into P contiguous shards in rank order that cover each item once
 // and differ in size by at most one, and refuses bad arguments; SingleProcess is rank 0 of 1,
-// its sum leaves the values and its broadcast the bytes as they are; parameter_hash sees every
-// bit, name and shape. The distributed side is tests/mpi/mpi_training_test.cpp (mpirun).
+// its sum leaves the values and its broadcast the bytes as they are, and a value is the same on
+// all of one process; parameter_hash sees every bit, name and shape. The distributed side is
+// tests/mpi/mpi_training_test.cpp (mpirun).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -75,6 +76,8 @@ TEST_CASE("SingleProcess_IsTheIdentity", "[collective]") {
   c.broadcast(std::span<std::byte>(bytes), 0);
   CHECK(bytes == std::vector<std::byte>{std::byte{1}, std::byte{2}});
   CHECK_THROWS_AS(c.broadcast(std::span<std::byte>(bytes), 1), coulomb::invalid_argument);
+  CHECK(coulomb::train::same_on_all(c, 0));
+  CHECK(coulomb::train::same_on_all(c, ~std::uint64_t{0}));
 }
 
 TEST_CASE("ParameterHash_SeesValuesNamesAndShapes", "[collective]") {

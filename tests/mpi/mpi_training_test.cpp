@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
 // Data-parallel training over MPI (coulomb/mpi/communicator.hpp, train/collective.hpp), run by
 // ctest as `mpirun -np 2 mpi_training_tests` (and with one process): Phase B on P processes
-// gives the parameters of one process on the same global batches within float round-off; the
-// parameters are bit for bit the same on every process (hash), also with dropout, where each
-// process draws its own masks; a P-process run is deterministic; a divergence makes every
-// process throw; Phase A gives every process the same Ω bit for bit, equal to one process's
-// within round-off. Every test case makes the same collective calls on every process, so that
-// a failing check cannot leave a process waiting (ctest's TIMEOUT bounds a hang anyway).
+// gives the parameters of one process on the same global batches within float round-off (and
+// its summed gradient the global batch's); the parameters are bit for bit the same on every
+// process (hash), also with dropout, where each process draws its own masks; a P-process run
+// is deterministic; a divergence makes every process throw; the sharded evaluation gives one
+// process's metrics bit for bit; Phase A gives every process the same Ω bit for bit, equal to
+// one process's within round-off. Every test case makes the same collective calls on every process,
+// so that a failing check cannot leave a process waiting (ctest's TIMEOUT bounds a hang anyway).
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
@@ -153,8 +154,11 @@ TEST_CASE("MpiCollective_SumsAndBroadcasts", "[mpi]") {
   std::vector<std::byte> bytes(7, static_cast<std::byte>(r + 10));
   world->broadcast(std::span<std::byte>(bytes), 0);
   for (const std::byte b : bytes) CHECK(b == std::byte{10});
-  CHECK(world->same_on_all(12345));
-  CHECK(world->same_on_all(static_cast<std::uint64_t>(r)) == (P == 1));
+  CHECK(coulomb::train::same_on_all(*world, 12345));
+  CHECK(coulomb::train::same_on_all(*world, static_cast<std::uint64_t>(r)) == (P == 1));
+  CHECK(coulomb::train::same_on_all(*world, static_cast<std::uint64_t>(r) << 60) == (P == 1));
+  // Pieces that differ but sum alike (rank 0: bytes 1, 3; rank 1: bytes 2, 2) are told apart.
+  CHECK(coulomb::train::same_on_all(*world, r == 0 ? 0x0301u : 0x0202u) == (P == 1));
 }
 
 TEST_CASE("MpiPhaseB_MatchesSingleProcess", "[mpi][phase_b]") {
@@ -242,7 +246,7 @@ TEST_CASE("MpiPhaseB_ParametersIdenticalOnEveryRank", "[mpi][phase_b]") {
   coulomb::train::run_phase_b(a, train, valid, options);
   coulomb::train::run_phase_b(b, train, valid, options);
   const std::uint64_t hash = coulomb::train::parameter_hash(a.parameters());
-  CHECK(world->same_on_all(hash));
+  CHECK(coulomb::train::same_on_all(*world, hash));
   CHECK(coulomb::train::parameter_hash(b.parameters()) == hash);
   CHECK(coulomb::train::parameter_hash(initial.parameters()) != hash);
 }
@@ -265,7 +269,7 @@ TEST_CASE("MpiPhaseB_DivergenceThrowsOnEveryRank", "[mpi][phase_b][errors]") {
                   coulomb::numerical_error);
   CHECK_NOTHROW(coulomb::train::require_finite_parameters(model.parameters(), -1,
                                                           coulomb::train::FiniteCheck::values));
-  CHECK(world->same_on_all(coulomb::train::parameter_hash(model.parameters())));
+  CHECK(coulomb::train::same_on_all(*world, coulomb::train::parameter_hash(model.parameters())));
 }
 
 TEST_CASE("MpiPhaseB_CheckpointsRefused", "[mpi][phase_b][errors]") {
@@ -278,6 +282,34 @@ TEST_CASE("MpiPhaseB_CheckpointsRefused", "[mpi][phase_b][errors]") {
   if (world->size() > 1)
     CHECK_THROWS_AS(coulomb::train::run_phase_b(model, train, EncodedDataset{}, options),
                     coulomb::invalid_argument);
+}
+
+TEST_CASE("MpiEvaluation_ShardedEqualsSingleProcess", "[mpi][evaluation]") {
+  // The processes share the batches of the evaluation and sum the probabilities: every process
+  // gets one process's probabilities and metrics bit for bit, also when some process has no
+  // batch (one batch of 64 for 37 sequences).
+  coulomb::Rng rng = coulomb_test::test_rng("MpiEvaluation_Sharded");
+  const EncodedDataset valid = token_task(37, rng);
+  Model model(small_config(), 12);
+  for (const Index batch_size : {Index{8}, Index{64}}) {
+    INFO("batch size " << batch_size);
+    coulomb::train::EvaluationOptions options;
+    options.batch_size = batch_size;
+    coulomb::train::Evaluator<float> alone(options);
+    options.collective = world;
+    coulomb::train::Evaluator<float> together(options);
+    const coulomb::Matrix<float> p1 = alone.probabilities(model, valid);
+    const coulomb::Matrix<float> pp = together.probabilities(model, valid);
+    CHECK(pp == p1);
+    const auto e1 = alone.evaluate(model, valid).metrics;
+    const auto ep = together.evaluate(model, valid).metrics;
+    CHECK(ep.accuracy == e1.accuracy);
+    CHECK(ep.log_loss == e1.log_loss);
+    CHECK(ep.mcc == e1.mcc);
+    CHECK(ep.f1 == e1.f1);
+    CHECK(ep.ece == e1.ece);
+    CHECK(ep.brier == e1.brier);
+  }
 }
 
 TEST_CASE("MpiPhaseA_OmegaIdenticalOnEveryRank", "[mpi][phase_a]") {
@@ -319,7 +351,7 @@ TEST_CASE("MpiPhaseA_OmegaIdenticalOnEveryRank", "[mpi][phase_a]") {
       CHECK_FALSE(o1 == initial.omega(k));  // it moved
       coulomb::Matrix<float> copy = op;
       const coulomb::nn::ParameterList<float> as_list{{.name = "omega", .value = &copy}};
-      CHECK(world->same_on_all(coulomb::train::parameter_hash(as_list)));
+      CHECK(coulomb::train::same_on_all(*world, coulomb::train::parameter_hash(as_list)));
       const double scale = static_cast<double>(o1.cwiseAbs().maxCoeff());
       worst = std::max(worst, static_cast<double>((op - o1).cwiseAbs().maxCoeff()) / scale);
     }
@@ -328,7 +360,8 @@ TEST_CASE("MpiPhaseA_OmegaIdenticalOnEveryRank", "[mpi][phase_a]") {
                   warm ? "warmup" : "initial", worst);
     CHECK(worst <= phase_a_tolerance);
     if (world->size() == 1) CHECK(worst == 0.0);
-    CHECK(world->same_on_all(coulomb::train::parameter_hash(together.parameters())));
+    CHECK(
+        coulomb::train::same_on_all(*world, coulomb::train::parameter_hash(together.parameters())));
     REQUIRE(rp.omegas.size() == r1.omegas.size());
     for (std::size_t k = 0; k < r1.omegas.size(); ++k) {
       CHECK(rp.omegas[k].samples == r1.omegas[k].samples);

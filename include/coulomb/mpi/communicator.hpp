@@ -65,10 +65,6 @@ template <>
 inline MPI_Datatype datatype<std::byte>() {
   return MPI_BYTE;
 }
-template <>
-inline MPI_Datatype datatype<std::uint64_t>() {
-  return MPI_UINT64_T;
-}
 
 }  // namespace detail
 
@@ -197,18 +193,10 @@ class Communicator final : public train::Collective {
     count(start, bytes.size());
   }
 
-  /// Whether `value` is the same on every process (one MPI_Allreduce of its maximum and of
-  /// the maximum of its complement), for example a train::parameter_hash.
-  [[nodiscard]] bool same_on_all(std::uint64_t value) {
-    std::uint64_t both[2] = {value, ~value};
-    all_reduce(std::span<std::uint64_t>(both), MPI_MAX);
-    return both[0] == value && ~both[1] == value;
-  }
-
   /// Waits until every process has called barrier() (MPI_Barrier).
   void barrier() { detail::check(MPI_Barrier(comm_), "MPI_Barrier"); }
 
-  /// Seconds spent in sum(), broadcast() and same_on_all() so far (waiting for the slowest
+  /// Seconds spent in sum() and broadcast() so far (waiting for the slowest
   /// process included).
   [[nodiscard]] double seconds() const noexcept { return seconds_; }
   /// Bytes those calls were given so far (each process's own buffers).

@@ -110,6 +110,24 @@ struct ShardRange {
   return collective != nullptr && collective->size() > 1;
 }
 
+/// Whether `value` is the same on every process of `collective` (true for one process), with
+/// the same answer on every process, from one sum of 16 doubles: the eight bytes x of the value
+/// and their squares. The pieces are all equal exactly when P·Σx² = (Σx)² for every byte
+/// (Cauchy–Schwarz), which doubles decide exactly for P < 2¹⁸ (both sides < 2⁵³).
+[[nodiscard]] inline bool same_on_all(Collective& collective, std::uint64_t value) {
+  double sums[16];
+  for (int k = 0; k < 8; ++k) {
+    const auto x = static_cast<double>((value >> (8 * k)) & 0xFFu);
+    sums[2 * k] = x;
+    sums[2 * k + 1] = x * x;
+  }
+  collective.sum(std::span<double>(sums));
+  const auto P = static_cast<double>(collective.size());
+  for (int k = 0; k < 8; ++k)
+    if (P * sums[2 * k + 1] != sums[2 * k] * sums[2 * k]) return false;
+  return true;
+}
+
 /// A 64-bit FNV-1a hash of the names, shapes and value bits of `params` (every parameter,
 /// trainable or not), in list order: equal on two processes exactly when they hold the same
 /// parameters bit for bit (up to hash collisions), which data-parallel training guarantees.

@@ -173,8 +173,7 @@ class PhaseBStepper {
           loss_share = share * static_cast<double>(loss);
         }
       }
-      if (failed) model_->zero_grad();
-    }
+    }  // a failed process sends zero gradients (zero_grad above) and its flag
 
     // One fused buffer: every trainable gradient in list order, the loss share, the failures.
     Index n = 0;
