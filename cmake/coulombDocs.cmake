@@ -2,7 +2,7 @@
 # are built, the CTest test api_docs_complete, which fails if a public entity in one of the
 # COULOMB_DOCUMENTED_AREAS (folders of include/coulomb/) has no documentation comment.
 option(COULOMB_BUILD_DOCS "Add the coulomb_docs target when Doxygen is found" ${PROJECT_IS_TOP_LEVEL})
-set(COULOMB_DOCUMENTED_AREAS "core;features;text;metrics;attention;nn;particles;baselines;train;io;data"
+set(COULOMB_DOCUMENTED_AREAS "core;features;text;metrics;attention;nn;particles;baselines;train;io;data;mpi"
     CACHE STRING "Folders of include/coulomb/ whose public API must be fully documented")
 
 if(COULOMB_BUILD_DOCS)

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(cmake g++ make libeigen3-dev catch2 libbenchmark-dev gnuplot-nox zlib1g-dev doxygen
-  clang libclang-rt-dev libcli11-dev nlohmann-json3-dev)
+  clang libclang-rt-dev libcli11-dev nlohmann-json3-dev openmpi-bin libopenmpi-dev)
 
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
   echo "install_deps: not a Debian-based system (no dpkg-query/apt-get); skipping." >&2

@@ -11,7 +11,8 @@
 /// (TSV datasets, tokenizer, vocabulary, batching, perturbations), metrics/ (accuracy, MCC, F1,
 /// ECE, log loss, Brier), io/ (model files) and data/ (generated sequence tasks: ListOps, MQAR).
 /// docs/index.md draws the layout. text/gzip.hpp needs zlib and is not included here: include
-/// it yourself and link coulomb::gzip.
+/// it yourself and link coulomb::gzip; mpi/communicator.hpp needs MPI and is not included
+/// either: include it yourself and link coulomb::mpi (docs/distributed.md).
 #pragma once
 
 #include "attention/layout.hpp"
@@ -81,6 +82,7 @@
 #include "train/adamw.hpp"
 #include "train/callbacks.hpp"
 #include "train/checkpoint.hpp"
+#include "train/collective.hpp"
 #include "train/early_stopping.hpp"
 #include "train/evaluation.hpp"
 #include "train/gradients.hpp"

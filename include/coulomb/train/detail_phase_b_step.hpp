@@ -7,6 +7,13 @@
 ///     g = ∂loss/∂θ for every trainable θ     (a frozen Ω gets no gradient)
 ///     g ← g · min(1, c/‖g‖)                  (global-norm clipping, c = clip_norm)
 ///     θ ← AdamW(θ, g, η_t)                   (η_t: linear warm-up, then linear/cosine decay)
+///
+/// Data-parallel (options.collective of P > 1 processes, train/collective.hpp): process r takes
+/// the sequences shard_range(B, r, P) of the global batch, scales its shard's mean loss by its
+/// share B_r/B, packs the gradients of every trainable parameter (then its loss share and a
+/// failure flag) into one contiguous buffer and sums it over the processes in one call, so that
+/// every process holds g = ∂loss/∂θ of the global batch before the same clipping and AdamW
+/// step. Its dropout masks come from a generator derived from (seed, r, step).
 #pragma once
 
 #include <algorithm>
@@ -27,11 +34,30 @@
 #include "../nn/text_classifier.hpp"
 #include "../text/batching.hpp"
 #include "adamw.hpp"
+#include "collective.hpp"
 #include "gradients.hpp"
 #include "phase_b_options.hpp"
 #include "schedule.hpp"
 
 namespace coulomb::train::detail {
+
+/// out ← the sequences [range.begin, range.end) of `batch` (a non-empty range inside it), with
+/// the batch's padded length.
+inline void shard_of(const TokenBatch& batch, ShardRange range, TokenBatch& out) {
+  const Index n = range.size();
+  const auto b0 = static_cast<std::ptrdiff_t>(range.begin);
+  const auto b1 = static_cast<std::ptrdiff_t>(range.end);
+  out.ids = batch.ids.middleCols(range.begin, n);
+  out.segments = batch.segments.middleCols(range.begin, n);
+  out.mask = batch.mask.middleCols(range.begin, n);
+  out.labels.assign(batch.labels.begin() + b0, batch.labels.begin() + b1);
+  out.indices.assign(batch.indices.begin() + b0, batch.indices.begin() + b1);
+  out.lengths.assign(batch.lengths.begin() + b0, batch.lengths.begin() + b1);
+  if (batch.overlap.rows() > 0)
+    out.overlap = batch.overlap.middleRows(range.begin, n);
+  else
+    out.overlap.resize(0, 0);
+}
 
 /// One Phase B optimizer step after another on a model: forward with dropout, cross-entropy,
 /// backward, finiteness check, clipping, AdamW. Holds the optimizer, the schedule, the parameter
@@ -45,7 +71,9 @@ class PhaseBStepper {
         params_(model.parameters()),
         adamw_(without_finite_check(options.optimizer)),
         clip_norm_(options.clip_norm),
-        dropout_rng_(dropout_rng) {
+        dropout_rng_(dropout_rng),
+        collective_(is_distributed(options.collective) ? options.collective : nullptr) {
+    if (collective_) rank_rng_ = dropout_rng.split(static_cast<std::uint64_t>(collective_->rank()));
     const Index total = std::max<Index>(total_steps, 1);
     const PhaseBSchedule& s = options.schedule;
     const Index warmup =
@@ -71,6 +99,7 @@ class PhaseBStepper {
   /// One step on `batch`; returns its loss. Throws numerical_error naming the step and, when
   /// one is to blame, the parameter, leaving the parameters as they were before the step.
   double step(const TokenBatch& batch) {
+    if (collective_) return distributed_step(batch);
     const char* where = "coulomb::train::run_phase_b";
     const std::int64_t t = adamw_.step_count() + 1;
     try {
@@ -85,6 +114,13 @@ class PhaseBStepper {
     if (!std::isfinite(static_cast<double>(loss))) overflow(t, where, "the loss is not finite");
     model_->zero_grad();
     model_->backward(dlogits_);
+    update(t);
+    return static_cast<double>(loss);
+  }
+
+ private:
+  /// Clipping (which also checks that the gradients are finite) and the AdamW step of step t.
+  void update(std::int64_t t) {
     if (clip_norm_ > 0.0) {
       // The global norm is accumulated in double, where the squares of float gradients cannot
       // overflow: it is finite exactly when every gradient is, so it also serves as their
@@ -101,10 +137,74 @@ class PhaseBStepper {
       require_finite_parameters(params_, t, FiniteCheck::gradients);
     }
     adamw_.step(params_, schedule_(steps()));
-    return static_cast<double>(loss);
   }
 
- private:
+  /// step() of one of P > 1 processes (see the file comment). Every process takes part in the
+  /// sum whatever happens on it, so that a divergence on one process makes every process throw
+  /// the same numerical_error instead of leaving the others waiting.
+  double distributed_step(const TokenBatch& batch) {
+    const char* where = "coulomb::train::run_phase_b";
+    const std::int64_t t = adamw_.step_count() + 1;
+    const Index B = batch.size();
+    const ShardRange shard = shard_range(B, collective_);
+    model_->zero_grad();
+    double loss_share = 0.0;
+    bool failed = false;
+    if (shard.size() > 0) {
+      shard_of(batch, shard, shard_);
+      Rng rank_rng = rank_rng_;  // the masks of step t: from (seed, rank, t) alone
+      Rng rng = rank_rng.split(static_cast<std::uint64_t>(t));
+      try {
+        model_->forward(shard_, logits_, true, rng);
+        failed = !coulomb::detail::all_finite(logits_);
+      } catch (const coulomb::invalid_argument& e) {
+        if (std::string_view(e.what()).find("non-finite") == std::string_view::npos) throw;
+        failed = true;
+      }
+      if (!failed) {
+        const S loss =
+            nn::softmax_cross_entropy(logits_, std::span<const int>(shard_.labels), dlogits_);
+        failed = !std::isfinite(static_cast<double>(loss));
+        if (!failed) {
+          // ∂(B_r/B · shard mean)/∂logits: the sum over the processes is the global mean's.
+          const double share = static_cast<double>(shard.size()) / static_cast<double>(B);
+          dlogits_ *= static_cast<S>(share);
+          model_->backward(dlogits_);
+          loss_share = share * static_cast<double>(loss);
+        }
+      }
+    }  // a failed process sends zero gradients (zero_grad above) and its flag
+
+    // One fused buffer: every trainable gradient in list order, the loss share, the failures.
+    Index n = 0;
+    for (const auto& p : params_)
+      if (p.trainable) n += p.gradient->size();
+    fused_.resize(n + 2);
+    Index at = 0;
+    for (const auto& p : params_) {
+      if (!p.trainable) continue;
+      fused_.segment(at, p.gradient->size()) = p.gradient->reshaped();
+      at += p.gradient->size();
+    }
+    fused_(n) = static_cast<S>(loss_share);
+    fused_(n + 1) = failed ? S(1) : S(0);
+    collective_->sum(std::span<S>(fused_.data(), static_cast<std::size_t>(fused_.size())));
+    if (fused_(n + 1) > S(0)) {
+      std::ostringstream os;
+      os << "the logits or the loss are not finite on " << static_cast<long long>(fused_(n + 1))
+         << " of " << collective_->size() << " processes";
+      overflow(t, where, os.str());
+    }
+    at = 0;
+    for (const auto& p : params_) {
+      if (!p.trainable) continue;
+      p.gradient->reshaped() = fused_.segment(at, p.gradient->size());
+      at += p.gradient->size();
+    }
+    update(t);
+    return static_cast<double>(fused_(n));
+  }
+
   // The step checks the gradients itself (with the clipping norm) and the values on overflow.
   static AdamWOptions without_finite_check(AdamWOptions o) {
     o.check_finite = false;
@@ -128,6 +228,10 @@ class PhaseBStepper {
   LearningRateSchedule schedule_;
   double clip_norm_;
   Rng dropout_rng_;
+  Collective* collective_;  // nullptr: one process
+  Rng rank_rng_{0};         // of this process (data-parallel only): split(step) gives the masks
+  TokenBatch shard_;        // this process's part of the batch (data-parallel only)
+  Vector<S> fused_;         // the gradients, loss share and failures summed over the processes
   Matrix<S> logits_, dlogits_;
 };
 

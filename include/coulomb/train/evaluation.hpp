@@ -4,6 +4,12 @@
 /// probabilities (softmax of the logits) and the metrics of metrics/evaluation.hpp (accuracy,
 /// MCC, F1, ECE, log loss, Brier score); and the validation metric that Phase B's early stopping
 /// watches. Documented in docs/training.md (section "Evaluation").
+///
+/// Sharded (EvaluationOptions::collective of P > 1 processes, docs/distributed.md): the
+/// dataset's batches are the single-process ones, process r computes the batches
+/// shard_range(number of batches, r, P), and one sum over the processes of the n × C
+/// probabilities, zero outside each process's rows, gives every process all of them bit for bit
+/// (x + 0 = x); the metrics are then those of one process exactly, counts and ECE bins included.
 #pragma once
 
 #include <algorithm>
@@ -21,6 +27,7 @@
 #include "../nn/text_classifier.hpp"
 #include "../text/batching.hpp"
 #include "../text/encoder.hpp"
+#include "collective.hpp"
 
 namespace coulomb::train {
 
@@ -28,6 +35,9 @@ namespace coulomb::train {
 struct EvaluationOptions {
   Index batch_size = 128;   ///< sequences per forward pass (≥ 1)
   MetricOptions metrics{};  ///< ECE bins (15), positive class, log-loss floor
+  /// The processes that share the forward passes (not owned; nullptr: this process alone). All
+  /// of them must evaluate the same model on the same data.
+  Collective* collective = nullptr;
 
   /// Throws invalid_argument unless batch_size ≥ 1 and metrics.num_bins ≥ 1.
   void validate() const {
@@ -65,7 +75,8 @@ class Evaluator {
   /// reference stays valid until the next call. Runs evaluation forwards (no dropout), which
   /// replace the state a backward would use. Throws invalid_argument for an empty dataset and
   /// as the model's forward (a sequence longer than config.max_length, an id outside the
-  /// vocabulary).
+  /// vocabulary). With options().collective, every process of it must call this at the same
+  /// time with the same model and data.
   template <FeatureMap Map>
   requires std::same_as<typename Map::Scalar, S>
   const Matrix<S>& probabilities(nn::TextClassifier<Map>& model, const EncodedDataset& data) {
@@ -73,10 +84,17 @@ class Evaluator {
                              "argument 'data' is empty");
     const Index n = data.size();
     const Index C = model.config().num_classes;
-    probs_.resize(n, C);
-    indices_.resize(static_cast<std::size_t>(std::min(options_.batch_size, n)));
-    for (Index start = 0; start < n; start += options_.batch_size) {
-      const Index count = std::min(options_.batch_size, n - start);
+    const Index size = options_.batch_size;
+    const bool shared = is_distributed(options_.collective);
+    // This process's batches: all of them, or its shard of them (the other rows stay zero).
+    const ShardRange mine = shard_range((n + size - 1) / size, options_.collective);
+    if (shared)
+      probs_.setZero(n, C);
+    else
+      probs_.resize(n, C);
+    indices_.resize(static_cast<std::size_t>(std::min(size, n)));
+    for (Index start = mine.begin * size; start < std::min(n, mine.end * size); start += size) {
+      const Index count = std::min(size, n - start);
       indices_.resize(static_cast<std::size_t>(count));
       for (Index b = 0; b < count; ++b) indices_[static_cast<std::size_t>(b)] = start + b;
       make_batch(data, std::span<const Index>(indices_), batch_);
@@ -84,6 +102,9 @@ class Evaluator {
       nn::softmax_probabilities(logits_, batch_probs_);
       probs_.middleRows(start, count) = batch_probs_;
     }
+    if (shared)
+      options_.collective->sum(
+          std::span<S>(probs_.data(), static_cast<std::size_t>(probs_.size())));
     return probs_;
   }
 

@@ -34,6 +34,7 @@
 #include "../text/encoder.hpp"
 #include "callbacks.hpp"
 #include "detail_phase_a_checkpoint.hpp"
+#include "detail_sharded_alignment.hpp"
 #include "parameter_snapshot.hpp"
 #include "phase_a_inputs.hpp"
 #include "phase_a_options.hpp"
@@ -80,6 +81,7 @@ void warm_up(nn::TextClassifier<Map>& model, const EncodedDataset& train,
   warm.early_stopping.patience = 0;
   warm.progress = nullptr;
   warm.checkpoint = checkpoints.warmup_options();
+  warm.collective = options.collective;
   const PhaseBCheckpointContext<S> context =
       checkpoints.warmup_context(restore ? &before : nullptr);
   const EncodedDataset no_validation;
@@ -90,27 +92,20 @@ void warm_up(nn::TextClassifier<Map>& model, const EncodedDataset& train,
   report.warmup_seconds = checkpoints.earlier_warmup_seconds() + seconds_since(start);
 }
 
-/// Learns Ω k of `model` (a TextClassifier or a SequenceModel: any EncoderAccess model) from
-/// the rows `X` with the targets `targets` (n × C, binary_targets or one_hot_targets): H_N = E +
-/// λ·W_{N,s} with the model's own feature map, projected Langevin dynamics from the current Ω
-/// in the ball of the options with the cosine step schedule, its noise and minibatches seeded
-/// by `seed`; then set_omega. Returns its report. Of `options` it uses langevin, schedule,
-/// repulsion, riesz and projection.
-template <typename Model, RealScalar S, typename... Callbacks>
-PhaseAOmegaReport learn_omega_with_targets(Model& model, Index k, const Matrix<S>& X,
-                                           const Matrix<S>& targets, const PhaseAOptions& options,
-                                           std::uint64_t seed, Callbacks&... callbacks) {
-  using Map = typename Model::FeatureMapType;
-  Index first_layer = 0;
-  while (model.omega_index(first_layer) != k) ++first_layer;
-  AlignmentEnergy<Map> alignment(model.feature_map(first_layer), X, targets);
-  Hamiltonian<AlignmentEnergy<Map>> hamiltonian(alignment, options.repulsion, options.riesz);
+/// Learns Ω k of `model` with the alignment term `alignment` (AlignmentEnergy or
+/// ShardedAlignment of the rows of Ω k): see learn_omega_with_targets.
+template <typename Model, typename Alignment, typename... Callbacks>
+PhaseAOmegaReport learn_omega_on(Model& model, Index k, Alignment& alignment,
+                                 const PhaseAOptions& options, std::uint64_t seed,
+                                 Callbacks&... callbacks) {
+  using S = typename Alignment::Scalar;
+  Hamiltonian<Alignment> hamiltonian(alignment, options.repulsion, options.riesz);
 
   const Matrix<S> omega_before = model.omega(k);
   Matrix<S> omega = omega_before;
   PhaseAOmegaReport r;
   r.omega = k;
-  r.samples = X.rows();
+  r.samples = alignment.num_samples();
   const double largest = static_cast<double>(omega_before.rowwise().norm().maxCoeff());
   r.radius = options.projection.radius > 0.0
                  ? options.projection.radius
@@ -139,6 +134,29 @@ PhaseAOmegaReport learn_omega_with_targets(Model& model, Index k, const Matrix<S
       static_cast<double>((omega - omega_before).norm()) / (base > 0.0 ? base : 1.0);
   model.set_omega(k, omega);
   return r;
+}
+
+/// Learns Ω k of `model` (a TextClassifier or a SequenceModel: any EncoderAccess model) from
+/// the rows `X` with the targets `targets` (n × C, binary_targets or one_hot_targets): H_N = E +
+/// λ·W_{N,s} with the model's own feature map, projected Langevin dynamics from the current Ω
+/// in the ball of the options with the cosine step schedule, its noise and minibatches seeded
+/// by `seed`; then set_omega. Returns its report. Of `options` it uses langevin, schedule,
+/// repulsion, riesz, projection and collective: with several processes, each sums E and ∂E/∂Ω
+/// over its share of the rows (ShardedAlignment; every process passes all of X).
+template <typename Model, RealScalar S, typename... Callbacks>
+PhaseAOmegaReport learn_omega_with_targets(Model& model, Index k, const Matrix<S>& X,
+                                           const Matrix<S>& targets, const PhaseAOptions& options,
+                                           std::uint64_t seed, Callbacks&... callbacks) {
+  using Map = typename Model::FeatureMapType;
+  Index first_layer = 0;
+  while (model.omega_index(first_layer) != k) ++first_layer;
+  if (is_distributed(options.collective)) {
+    ShardedAlignment<Map> alignment(model.feature_map(first_layer), X, targets,
+                                    *options.collective);
+    return learn_omega_on(model, k, alignment, options, seed, callbacks...);
+  }
+  AlignmentEnergy<Map> alignment(model.feature_map(first_layer), X, targets);
+  return learn_omega_on(model, k, alignment, options, seed, callbacks...);
 }
 
 /// The alignment targets of `labels` in [0, C): binary targets for C = 2, one-hot otherwise.

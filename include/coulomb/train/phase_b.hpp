@@ -16,6 +16,11 @@
 /// in the epoch's batch order and the dropout generator are written atomically; a run resumed
 /// from any checkpoint ends with the bits of the uninterrupted run (docs/training.md, section
 /// "Checkpoints and resuming").
+///
+/// Data-parallel (options.collective, docs/distributed.md): the processes share every global
+/// batch and sum their gradients (train/detail_phase_b_step.hpp) and the validation batches
+/// (train/evaluation.hpp); at the end of every epoch they check that their parameters are the
+/// same (parameter_hash).
 #pragma once
 
 #include <algorithm>
@@ -31,6 +36,7 @@
 #include "../text/batching.hpp"
 #include "../text/encoder.hpp"
 #include "callbacks.hpp"
+#include "collective.hpp"
 #include "detail_phase_b_checkpoint.hpp"
 #include "detail_phase_b_step.hpp"
 #include "early_stopping.hpp"
@@ -79,7 +85,7 @@ PhaseBHistory run_phase_b_in(const PhaseBCheckpointContext<typename Map::Scalar>
   PhaseBStepper<S, Map> stepper(model, options, total, root.split(1));
   const bool validating = validation.size() > 0;
   EarlyStopping<S> stop(early_stopping_rule(options.early_stopping));
-  Evaluator<S> evaluator(EvaluationOptions{options.eval_batch_size, {}});
+  Evaluator<S> evaluator(EvaluationOptions{options.eval_batch_size, {}, options.collective});
   PhaseBProgress progress(options.progress, options.epochs, options.validation_name);
   begin_training(total, progress, callbacks...);
 
@@ -124,6 +130,12 @@ PhaseBHistory run_phase_b_in(const PhaseBCheckpointContext<typename Map::Scalar>
       }
     }
 
+    // Data-parallel: every process must hold the same parameters (the same summed gradient and
+    // AdamW step); checked once per epoch, the same answer on every process.
+    if (is_distributed(options.collective) &&
+        !same_on_all(*options.collective, parameter_hash(stepper.parameters())))
+      throw numerical_error(std::string(where) + ": epoch " + std::to_string(epoch) +
+                            ": the parameters differ between the processes (their hashes)");
     const double train_seconds = epoch_seconds();
     history.train_seconds += train_seconds;
     history.tokens += at.tokens;

@@ -18,6 +18,7 @@
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "adamw.hpp"
+#include "collective.hpp"
 #include "detail_record_codec.hpp"
 #include "evaluation.hpp"
 #include "progress.hpp"
@@ -64,12 +65,20 @@ struct PhaseBOptions {
   /// "development" when it is held out from the training split).
   std::string validation_name = "validation";
   CheckpointOptions checkpoint{};  ///< checkpoints and resuming (default: none)
+  /// The processes of a data-parallel run (not owned; docs/distributed.md): each takes its
+  /// shard_range of every global batch of batch_size sequences, and the gradients are summed
+  /// over the processes before the same clipping and AdamW step on each. nullptr (or a
+  /// Collective of one process): this process alone, bit for bit as without it.
+  Collective* collective = nullptr;
 
   /// Throws invalid_argument, naming the field, unless every field is valid.
   void validate() const {
     const char* where = "coulomb::train::PhaseBOptions";
     checkpoint.validate();
     using coulomb::detail::require;
+    require(!(checkpoint.enabled() && is_distributed(collective)), where,
+            "argument 'checkpoint.path' is set with a 'collective' of several processes: "
+            "checkpoints of data-parallel runs are not supported yet");
     require(epochs >= 1, where,
             "argument 'epochs' must be at least 1, got " + std::to_string(epochs));
     require(batch_size >= 1, where,

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: MIT
+// The single-process side of data-parallel training (train/collective.hpp), without MPI:
+// shard_range splits B items into P contiguous shards in rank order that cover each item once
+// and differ in size by at most one, and refuses bad arguments; SingleProcess is rank 0 of 1,
+// its sum leaves the values and its broadcast the bytes as they are, and a value is the same on
+// all of one process; parameter_hash sees every bit, name and shape. The distributed side is
+// tests/mpi/mpi_training_test.cpp (mpirun).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include <coulomb/train/collective.hpp>
+
+namespace collective_test {
+
+using coulomb::Index;
+using coulomb::train::shard_range;
+using coulomb::train::ShardRange;
+
+TEST_CASE("ShardRange_CoversEveryItemOnceInRankOrder", "[collective]") {
+  for (int P = 1; P <= 7; ++P) {
+    for (Index B = 0; B <= 40; ++B) {
+      INFO("P = " << P << ", B = " << B);
+      Index next = 0;
+      for (int r = 0; r < P; ++r) {
+        const ShardRange s = shard_range(B, r, P);
+        CHECK(s.begin == next);
+        CHECK(s.size() >= B / P);
+        CHECK(s.size() <= B / P + 1);
+        next = s.end;
+      }
+      CHECK(next == B);
+    }
+  }
+  // The formula ⌊rB/P⌋: B = 15 over 2 processes gives 7 and 8, over 4 gives 3, 4, 4, 4.
+  CHECK(shard_range(15, 0, 2).size() == 7);
+  CHECK(shard_range(15, 1, 2).begin == 7);
+  CHECK(shard_range(15, 0, 4).size() == 3);
+  CHECK(shard_range(15, 3, 4).begin == 11);
+  // Large counts do not overflow for realistic sizes.
+  const Index big = Index{1} << 40;
+  CHECK(shard_range(big, 2, 3).end == big);
+  // No collective: everything.
+  CHECK(shard_range(9, nullptr).begin == 0);
+  CHECK(shard_range(9, nullptr).end == 9);
+}
+
+TEST_CASE("ShardRange_RefusesBadArguments", "[collective][errors]") {
+  CHECK_THROWS_AS(shard_range(-1, 0, 2), coulomb::invalid_argument);
+  CHECK_THROWS_AS(shard_range(4, 0, 0), coulomb::invalid_argument);
+  CHECK_THROWS_AS(shard_range(4, 2, 2), coulomb::invalid_argument);
+  CHECK_THROWS_AS(shard_range(4, -1, 2), coulomb::invalid_argument);
+}
+
+TEST_CASE("SingleProcess_IsTheIdentity", "[collective]") {
+  coulomb::train::SingleProcess one;
+  coulomb::train::Collective& c = one;
+  CHECK(c.rank() == 0);
+  CHECK(c.size() == 1);
+  CHECK_FALSE(coulomb::train::is_distributed(&c));
+  CHECK_FALSE(coulomb::train::is_distributed(nullptr));
+  std::vector<float> f{1.5f, -2.0f, std::numeric_limits<float>::infinity()};
+  std::vector<double> d{0.25, 3.0};
+  c.sum(std::span<float>(f));
+  c.sum(std::span<double>(d));
+  CHECK(f[0] == 1.5f);
+  CHECK(f[1] == -2.0f);
+  CHECK(std::isinf(f[2]));
+  CHECK(d == std::vector<double>{0.25, 3.0});
+  std::vector<std::byte> bytes{std::byte{1}, std::byte{2}};
+  c.broadcast(std::span<std::byte>(bytes), 0);
+  CHECK(bytes == std::vector<std::byte>{std::byte{1}, std::byte{2}});
+  CHECK_THROWS_AS(c.broadcast(std::span<std::byte>(bytes), 1), coulomb::invalid_argument);
+  CHECK(coulomb::train::same_on_all(c, 0));
+  CHECK(coulomb::train::same_on_all(c, ~std::uint64_t{0}));
+}
+
+TEST_CASE("ParameterHash_SeesValuesNamesAndShapes", "[collective]") {
+  coulomb::Matrix<float> a = coulomb::Matrix<float>::Constant(2, 3, 0.5f);
+  coulomb::Matrix<float> b = coulomb::Matrix<float>::Constant(3, 2, 0.5f);
+  using List = coulomb::nn::ParameterList<float>;
+  const auto hash = [](const List& l) { return coulomb::train::parameter_hash(l); };
+  const std::uint64_t h = hash(List{{.name = "w", .value = &a}});
+  CHECK(hash(List{{.name = "w", .value = &a}}) == h);
+  CHECK(hash(List{{.name = "v", .value = &a}}) != h);  // name
+  CHECK(hash(List{{.name = "w", .value = &b}}) != h);  // shape, same values
+  a(1, 2) = std::nextafter(0.5f, 1.0f);                // one bit of one entry
+  CHECK(hash(List{{.name = "w", .value = &a}}) != h);
+}
+
+}  // namespace collective_test

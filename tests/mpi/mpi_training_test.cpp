@@ -1,0 +1,400 @@
+// SPDX-License-Identifier: MIT
+// Data-parallel training over MPI (coulomb/mpi/communicator.hpp, train/collective.hpp), run by
+// ctest as `mpirun -np 2 mpi_training_tests` (and with one process): Phase B on P processes
+// gives the parameters of one process on the same global batches within float round-off (and
+// its summed gradient the global batch's); the parameters are bit for bit the same on every
+// process (hash), also with dropout, where each process draws its own masks; a P-process run
+// is deterministic; a divergence makes every process throw; the sharded evaluation gives one
+// process's metrics bit for bit; Phase A gives every process the same Ω bit for bit, equal to
+// one process's within round-off. Every test case makes the same collective calls on every process,
+// so that a failing check cannot leave a process waiting (ctest's TIMEOUT bounds a hang anyway).
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <coulomb/features/favor.hpp>
+#include <coulomb/mpi/communicator.hpp>
+#include <coulomb/train/phase_a.hpp>
+#include <coulomb/train/phase_b.hpp>
+
+#include "../test_support.hpp"
+
+namespace mpi_training_test {
+
+namespace {
+
+using coulomb::EncodedDataset;
+using coulomb::Index;
+using coulomb::nn::TextClassifierConfig;
+using coulomb::train::PhaseAOptions;
+using coulomb::train::PhaseARepresentation;
+using coulomb::train::PhaseBOptions;
+using Model = coulomb::nn::TextClassifier<coulomb::FavorPlus<float>>;
+
+/// The processes of the run (set by main).
+coulomb::mpi::Communicator* world = nullptr;
+
+/// Largest |θ_P − θ_1| over every parameter entry, relative to the largest |θ_1| of that
+/// parameter (at least 1), allowed after the Phase B run of MpiPhaseB_MatchesSingleProcess:
+/// the gradients are summed in another order, AdamW divides by √v, and 35 steps compound the
+/// differences. Measured (2 processes, float, seeds default and 1–6): 2.7e-7 to 1.8e-6.
+constexpr double phase_b_tolerance = 2e-5;
+
+/// The same for Ω after MpiPhaseA_OmegaIdenticalOnEveryRank (relative to max |Ω_1|). Measured
+/// (2 processes, float): 2.5e-7 (initial), 6.7e-7 (after the warm-up).
+constexpr double phase_a_tolerance = 2e-5;
+
+constexpr Index vocab = 24;
+constexpr coulomb::TokenId marker = 4;  // the token whose presence is the label
+
+/// `n` sequences of 3 to 10 tokens from [5, vocab); those with label 1 hold the marker token.
+EncodedDataset token_task(Index n, coulomb::Rng& rng) {
+  EncodedDataset data;
+  std::vector<coulomb::TokenId> ids;
+  std::vector<std::uint8_t> segments;
+  for (Index i = 0; i < n; ++i) {
+    const auto length = static_cast<std::size_t>(3 + coulomb::uniform_index(8, rng));
+    ids.resize(length);
+    for (auto& id : ids)
+      id = static_cast<coulomb::TokenId>(5 + coulomb::uniform_index(vocab - 5, rng));
+    const int label = static_cast<int>(coulomb::uniform_index(2, rng));
+    if (label == 1) {
+      const auto count = 1 + coulomb::uniform_index(2, rng);
+      for (std::uint64_t c = 0; c < count; ++c) ids[coulomb::uniform_index(length, rng)] = marker;
+    }
+    segments.assign(length, 0);
+    data.push_back(ids, segments, label);
+  }
+  return data;
+}
+
+TextClassifierConfig small_config() {
+  TextClassifierConfig c;
+  c.vocab_size = vocab;
+  c.max_length = 12;
+  c.d_model = 16;
+  c.num_heads = 2;
+  c.d_ff = 32;
+  c.num_layers = 1;
+  c.num_classes = 2;
+  c.dropout = 0.0;
+  c.num_features = 16;
+  c.num_threads = 1;
+  return c;
+}
+
+PhaseBOptions phase_b_options(std::uint64_t seed) {
+  PhaseBOptions o;
+  o.epochs = 5;
+  o.batch_size = 15;  // shards of 7 and 8 sequences with two processes; the last batch has 6
+  o.schedule.learning_rate = 1e-2;
+  o.schedule.warmup_fraction = 0.1;
+  o.early_stopping.patience = 0;
+  o.early_stopping.restore_best = false;
+  o.seed = seed;
+  return o;
+}
+
+/// max over parameters of max |a − b| / max(1, max |b|).
+double largest_difference(Model& a, Model& b) {
+  const auto pa = a.parameters();
+  const auto pb = b.parameters();
+  REQUIRE(pa.size() == pb.size());
+  double worst = 0.0;
+  for (std::size_t k = 0; k < pa.size(); ++k) {
+    const double scale = std::max(1.0, static_cast<double>(pb[k].value->cwiseAbs().maxCoeff()));
+    const double d = static_cast<double>((*pa[k].value - *pb[k].value).cwiseAbs().maxCoeff());
+    worst = std::max(worst, d / scale);
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("MpiShard_RangesCoverTheBatch", "[mpi]") {
+  // The shards of the processes of this run cover a batch exactly once, in rank order.
+  const int P = world->size();
+  for (const Index B : {Index{0}, Index{1}, Index{15}, Index{16}}) {
+    Index next = 0;
+    for (int r = 0; r < P; ++r) {
+      const coulomb::train::ShardRange s = coulomb::train::shard_range(B, r, P);
+      CHECK(s.begin == next);
+      CHECK(s.size() >= B / P);
+      CHECK(s.size() <= B / P + 1);
+      next = s.end;
+    }
+    CHECK(next == B);
+  }
+}
+
+TEST_CASE("MpiCollective_SumsAndBroadcasts", "[mpi]") {
+  // Σ_r (r + 1)·(i + 1) = (i + 1)·P(P + 1)/2, exactly in float and double; the broadcast gives
+  // every process rank 0's bytes.
+  const int P = world->size();
+  const int r = world->rank();
+  std::vector<float> f(5);
+  std::vector<double> d(5);
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    f[i] = static_cast<float>((r + 1) * static_cast<int>(i + 1));
+    d[i] = static_cast<double>(f[i]);
+  }
+  world->sum(std::span<float>(f));
+  world->sum(std::span<double>(d));
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    const double expected = static_cast<double>(i + 1) * P * (P + 1) / 2.0;
+    CHECK(static_cast<double>(f[i]) == expected);
+    CHECK(d[i] == expected);
+  }
+  std::vector<std::byte> bytes(7, static_cast<std::byte>(r + 10));
+  world->broadcast(std::span<std::byte>(bytes), 0);
+  for (const std::byte b : bytes) CHECK(b == std::byte{10});
+  CHECK(coulomb::train::same_on_all(*world, 12345));
+  CHECK(coulomb::train::same_on_all(*world, static_cast<std::uint64_t>(r)) == (P == 1));
+  CHECK(coulomb::train::same_on_all(*world, static_cast<std::uint64_t>(r) << 60) == (P == 1));
+  // Pieces that differ but sum alike (rank 0: bytes 1, 3; rank 1: bytes 2, 2) are told apart.
+  CHECK(coulomb::train::same_on_all(*world, r == 0 ? 0x0301u : 0x0202u) == (P == 1));
+}
+
+TEST_CASE("MpiPhaseB_MatchesSingleProcess", "[mpi][phase_b]") {
+  // Every process trains one model alone (collective nullptr) and one with the others, on the
+  // same global batches (batch order and evaluation are the same on every process): the two
+  // agree within float round-off, bit for bit with one process.
+  coulomb::Rng rng = coulomb_test::test_rng("MpiPhaseB_MatchesSingleProcess");
+  const EncodedDataset train = token_task(96, rng);
+  const EncodedDataset valid = token_task(32, rng);
+  PhaseBOptions options = phase_b_options(4);
+  Model initial(small_config(), 7);
+  Model alone(small_config(), 7);
+  Model together(small_config(), 7);
+  const auto h1 = coulomb::train::run_phase_b(alone, train, valid, options);
+  options.collective = world;
+  const auto hp = coulomb::train::run_phase_b(together, train, valid, options);
+
+  REQUIRE(h1.steps == 35);  // 7 batches (the last of 6 sequences) × 5 epochs
+  CHECK(hp.steps == h1.steps);
+  CHECK(largest_difference(alone, initial) > 1e-2);  // it trained
+  const double difference = largest_difference(together, alone);
+  if (world->rank() == 0)
+    std::printf("MpiPhaseB_MatchesSingleProcess: %d processes, largest relative difference %.3g\n",
+                world->size(), difference);
+  CHECK(difference <= phase_b_tolerance);
+  if (world->size() == 1) CHECK(difference == 0.0);
+  REQUIRE(hp.epochs.size() == h1.epochs.size());
+  for (std::size_t e = 0; e < h1.epochs.size(); ++e) {
+    CHECK(hp.epochs[e].train_loss == Approx(h1.epochs[e].train_loss).epsilon(1e-4));
+    CHECK(hp.epochs[e].validation_loss == Approx(h1.epochs[e].validation_loss).epsilon(1e-4));
+  }
+}
+
+TEST_CASE("MpiPhaseB_SummedGradientIsTheGlobalBatchGradient", "[mpi][phase_b]") {
+  // One step without clipping on a batch of 15 (uneven shards): after the sum over the
+  // processes every gradient is that of one process on the whole batch, to float round-off.
+  coulomb::Rng rng = coulomb_test::test_rng("MpiPhaseB_SummedGradient");
+  const EncodedDataset train = token_task(40, rng);
+  coulomb::Batcher batcher(train, coulomb::BatcherOptions{.batch_size = 15, .shuffle = false});
+  coulomb::TokenBatch batch;
+  batcher.start_epoch(0);
+  REQUIRE(batcher.next(batch));
+  PhaseBOptions options = phase_b_options(2);
+  options.clip_norm = 0.0;
+  Model alone(small_config(), 5);
+  Model together(small_config(), 5);
+  using Stepper = coulomb::train::detail::PhaseBStepper<float, coulomb::FavorPlus<float>>;
+  Stepper one(alone, options, 10, coulomb::Rng(1));
+  const double loss_one = one.step(batch);
+  options.collective = world;
+  Stepper all(together, options, 10, coulomb::Rng(1));
+  const double loss_all = all.step(batch);
+  CHECK(loss_all == Approx(loss_one).epsilon(1e-5));
+  const auto pa = alone.parameters();
+  const auto pb = together.parameters();
+  double worst = 0.0;
+  for (std::size_t k = 0; k < pa.size(); ++k) {
+    if (!pa[k].trainable) continue;
+    const double scale = std::max(1e-3, static_cast<double>(pa[k].gradient->norm()));
+    const double d = static_cast<double>((*pb[k].gradient - *pa[k].gradient).norm()) / scale;
+    INFO(pa[k].name << ": relative difference " << d);
+    CHECK(d <= 1e-5);
+    worst = std::max(worst, d);
+  }
+  if (world->rank() == 0)
+    std::printf("MpiPhaseB_SummedGradient: largest relative difference %.3g\n", worst);
+}
+
+TEST_CASE("MpiPhaseB_ParametersIdenticalOnEveryRank", "[mpi][phase_b]") {
+  // With dropout every process draws other masks for its own sequences, yet after the summed
+  // gradient and the same AdamW step every process holds the same bits; a second run with the
+  // same seed and the same number of processes gives the same bits again.
+  coulomb::Rng rng = coulomb_test::test_rng("MpiPhaseB_ParametersIdentical");
+  const EncodedDataset train = token_task(96, rng);
+  const EncodedDataset valid = token_task(32, rng);
+  TextClassifierConfig config = small_config();
+  config.dropout = 0.2;
+  PhaseBOptions options = phase_b_options(9);
+  options.epochs = 3;
+  options.batch_size = 16;
+  options.collective = world;
+  Model a(config, 3);
+  Model b(config, 3);
+  Model initial(config, 3);
+  coulomb::train::run_phase_b(a, train, valid, options);
+  coulomb::train::run_phase_b(b, train, valid, options);
+  const std::uint64_t hash = coulomb::train::parameter_hash(a.parameters());
+  CHECK(coulomb::train::same_on_all(*world, hash));
+  CHECK(coulomb::train::parameter_hash(b.parameters()) == hash);
+  CHECK(coulomb::train::parameter_hash(initial.parameters()) != hash);
+}
+
+TEST_CASE("MpiPhaseB_DivergenceThrowsOnEveryRank", "[mpi][phase_b][errors]") {
+  // A rate this large overflows within a few steps; every process throws numerical_error at
+  // the same step (none is left waiting in a sum) and keeps finite parameters.
+  coulomb::Rng rng = coulomb_test::test_rng("MpiPhaseB_Divergence");
+  const EncodedDataset train = token_task(64, rng);
+  const EncodedDataset valid = token_task(16, rng);
+  PhaseBOptions options = phase_b_options(1);
+  options.epochs = 1;
+  options.schedule.learning_rate = 1e36;
+  options.schedule.warmup_steps = 0;
+  options.clip_norm = 0.0;
+  options.optimizer.weight_decay = 0.0;
+  options.collective = world;
+  Model model(small_config(), 3);
+  CHECK_THROWS_AS(coulomb::train::run_phase_b(model, train, valid, options),
+                  coulomb::numerical_error);
+  CHECK_NOTHROW(coulomb::train::require_finite_parameters(model.parameters(), -1,
+                                                          coulomb::train::FiniteCheck::values));
+  CHECK(coulomb::train::same_on_all(*world, coulomb::train::parameter_hash(model.parameters())));
+}
+
+TEST_CASE("MpiPhaseB_CheckpointsRefused", "[mpi][phase_b][errors]") {
+  coulomb::Rng rng = coulomb_test::test_rng("MpiPhaseB_Checkpoints");
+  const EncodedDataset train = token_task(16, rng);
+  PhaseBOptions options = phase_b_options(1);
+  options.collective = world;
+  options.checkpoint.path = "unused.ckpt";
+  Model model(small_config(), 3);
+  if (world->size() > 1)
+    CHECK_THROWS_AS(coulomb::train::run_phase_b(model, train, EncodedDataset{}, options),
+                    coulomb::invalid_argument);
+}
+
+TEST_CASE("MpiEvaluation_ShardedEqualsSingleProcess", "[mpi][evaluation]") {
+  // The processes share the batches of the evaluation and sum the probabilities: every process
+  // gets one process's probabilities and metrics bit for bit, also when some process has no
+  // batch (one batch of 64 for 37 sequences).
+  coulomb::Rng rng = coulomb_test::test_rng("MpiEvaluation_Sharded");
+  const EncodedDataset valid = token_task(37, rng);
+  Model model(small_config(), 12);
+  for (const Index batch_size : {Index{8}, Index{64}}) {
+    INFO("batch size " << batch_size);
+    coulomb::train::EvaluationOptions options;
+    options.batch_size = batch_size;
+    coulomb::train::Evaluator<float> alone(options);
+    options.collective = world;
+    coulomb::train::Evaluator<float> together(options);
+    const coulomb::Matrix<float> p1 = alone.probabilities(model, valid);
+    const coulomb::Matrix<float> pp = together.probabilities(model, valid);
+    CHECK(pp == p1);
+    const auto e1 = alone.evaluate(model, valid).metrics;
+    const auto ep = together.evaluate(model, valid).metrics;
+    CHECK(ep.accuracy == e1.accuracy);
+    CHECK(ep.log_loss == e1.log_loss);
+    CHECK(ep.mcc == e1.mcc);
+    CHECK(ep.f1 == e1.f1);
+    CHECK(ep.ece == e1.ece);
+    CHECK(ep.brier == e1.brier);
+  }
+}
+
+TEST_CASE("MpiPhaseA_OmegaIdenticalOnEveryRank", "[mpi][phase_a]") {
+  // Phase A (a data-parallel warm-up, then Langevin dynamics on the alignment summed over the
+  // processes' rows): Ω is the same bit for bit on every process and equals one process's Ω
+  // within round-off; with the initial representations (no warm-up) too.
+  coulomb::Rng rng = coulomb_test::test_rng("MpiPhaseA_Omega");
+  const EncodedDataset train = token_task(96, rng);
+  for (const PhaseARepresentation representation :
+       {PhaseARepresentation::initial, PhaseARepresentation::warmup}) {
+    const bool warm = representation == PhaseARepresentation::warmup;
+    INFO("representation " << (warm ? "warmup" : "initial"));
+    PhaseAOptions options;
+    options.representation = representation;
+    options.num_sequences = 64;
+    options.warmup.steps = 12;
+    options.warmup.training.batch_size = 15;
+    options.warmup.training.schedule.learning_rate = 1e-2;
+    options.langevin.max_iterations = 40;
+    // A step small enough for the dynamics to be stable: at 0.5 the warmed-up representations
+    // make them amplify round-off (1e-7 after 5 steps, 1e-3 after 20, O(1) after 40, measured),
+    // as any change of summation order would.
+    options.schedule.step_size = 0.05;
+    options.repulsion = 1e-3;
+    options.seed = 6;
+    TextClassifierConfig config = small_config();
+    config.num_layers = 2;  // one Ω per layer (shared_omega is false)
+    Model initial(config, 8);
+    Model alone(config, 8);
+    Model together(config, 8);
+    const auto r1 = coulomb::train::run_phase_a(alone, train, options);
+    options.collective = world;
+    const auto rp = coulomb::train::run_phase_a(together, train, options);
+    REQUIRE(alone.num_omegas() == 2);
+    double worst = 0.0;
+    for (Index k = 0; k < alone.num_omegas(); ++k) {
+      const coulomb::Matrix<float>& o1 = alone.omega(k);
+      const coulomb::Matrix<float>& op = together.omega(k);
+      CHECK_FALSE(o1 == initial.omega(k));  // it moved
+      coulomb::Matrix<float> copy = op;
+      const coulomb::nn::ParameterList<float> as_list{{.name = "omega", .value = &copy}};
+      CHECK(coulomb::train::same_on_all(*world, coulomb::train::parameter_hash(as_list)));
+      const double scale = static_cast<double>(o1.cwiseAbs().maxCoeff());
+      worst = std::max(worst, static_cast<double>((op - o1).cwiseAbs().maxCoeff()) / scale);
+    }
+    if (world->rank() == 0)
+      std::printf("MpiPhaseA_Omega (%s): largest relative difference %.3g\n",
+                  warm ? "warmup" : "initial", worst);
+    CHECK(worst <= phase_a_tolerance);
+    if (world->size() == 1) CHECK(worst == 0.0);
+    CHECK(
+        coulomb::train::same_on_all(*world, coulomb::train::parameter_hash(together.parameters())));
+    REQUIRE(rp.omegas.size() == r1.omegas.size());
+    for (std::size_t k = 0; k < r1.omegas.size(); ++k) {
+      CHECK(rp.omegas[k].samples == r1.omegas[k].samples);
+      CHECK(rp.omegas[k].energy_after == Approx(r1.omegas[k].energy_after).epsilon(1e-3));
+    }
+  }
+}
+
+TEST_CASE("MpiPhaseA_MinibatchesRefused", "[mpi][phase_a][errors]") {
+  PhaseAOptions options;
+  options.langevin.batch_size = 16;
+  options.collective = world;
+  if (world->size() > 1) CHECK_THROWS_AS(options.validate(), coulomb::invalid_argument);
+  options.collective = nullptr;
+  CHECK_NOTHROW(options.validate());
+}
+
+}  // namespace mpi_training_test
+
+int main(int argc, char* argv[]) {
+  // MPI first (it may take its own arguments), then Catch; the exit status is non-zero on every
+  // process when a check failed on any.
+  coulomb::mpi::Environment environment(&argc, &argv);
+  coulomb::mpi::Communicator world;
+  mpi_training_test::world = &world;
+  Catch::Session session;
+  const int parse_status = session.applyCommandLine(argc, argv);
+  if (parse_status != 0) return parse_status;
+  if (world.rank() == 0)
+    std::printf("mpi_training_tests: %d processes, base seed %llu\n", world.size(),
+                static_cast<unsigned long long>(coulomb_test::base_seed()));
+  const int failures = session.run();
+  double any = failures > 0 ? 1.0 : 0.0;
+  world.sum(std::span<double>(&any, 1));
+  return any > 0.0 ? 1 : 0;
+}
