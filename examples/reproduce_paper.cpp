@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// reproduce_paper: the sentence-benchmark table of the paper (Badiei Khuzani et al., 2026, §5) in one command.
+// reproduce_paper: the sentence-benchmark table of the paper (Badiei Khuzani et al., 2026, §5) in
+// one command.
 //
 // For every dataset given with --data NAME=DIR and every seed 1..--seeds, it trains
 //   - exact softmax attention,
