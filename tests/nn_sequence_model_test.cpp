@@ -90,6 +90,35 @@ double check_gradients(M& model, F&& loss, G&& run_backward) {
   return coulomb_nn_test::check_parameters(params, loss, analytic);
 }
 
+/// The largest relative error of every parameter's gradient of a causal LM's cross-entropy over
+/// the real rows of `batch` (the logits of padded rows get a zero gradient), with dropout from a
+/// fixed seed, against central differences.
+double causal_lm_gradient_error(Model& model, const coulomb::TokenBatch& batch,
+                                const PaddingMask& mask, const Targets& y) {
+  auto loss_and_grad = [&](Mat<double>* dfull) {
+    Mat<double> logits;
+    coulomb::Rng dropout(9);
+    model.forward(batch.ids, mask, logits, true, dropout);
+    Mat<double> real(static_cast<Index>(y.rows.size()), logits.cols()), dreal;
+    for (std::size_t r = 0; r < y.rows.size(); ++r)
+      real.row(static_cast<Index>(r)) = logits.row(y.rows[r]);
+    const double value = coulomb::nn::softmax_cross_entropy(real, y.values, dreal);
+    if (dfull) {
+      dfull->setZero(logits.rows(), logits.cols());
+      for (std::size_t r = 0; r < y.rows.size(); ++r)
+        dfull->row(y.rows[r]) = dreal.row(static_cast<Index>(r));
+    }
+    return value;
+  };
+  return check_gradients(
+      model, [&] { return loss_and_grad(nullptr); },
+      [&] {
+        Mat<double> d;
+        loss_and_grad(&d);
+        model.backward(d);
+      });
+}
+
 }  // namespace
 
 TEST_CASE("NnSequenceModel_GradientsMatchFiniteDifferences", "[nn][sequence][gradient]") {
@@ -103,29 +132,7 @@ TEST_CASE("NnSequenceModel_GradientsMatchFiniteDifferences", "[nn][sequence][gra
     c.train_omega = true;
     Model model(c, 21);
     const Targets y = token_targets(batch.ids, mask, c.output_dim(), rng);
-    // Loss over the real rows; the logits of padded rows get a zero gradient.
-    auto loss_and_grad = [&](Mat<double>* dfull) {
-      Mat<double> logits;
-      coulomb::Rng dropout(9);
-      model.forward(batch.ids, mask, logits, true, dropout);
-      Mat<double> real(static_cast<Index>(y.rows.size()), logits.cols()), dreal;
-      for (std::size_t r = 0; r < y.rows.size(); ++r)
-        real.row(static_cast<Index>(r)) = logits.row(y.rows[r]);
-      const double value = coulomb::nn::softmax_cross_entropy(real, y.values, dreal);
-      if (dfull) {
-        dfull->setZero(logits.rows(), logits.cols());
-        for (std::size_t r = 0; r < y.rows.size(); ++r)
-          dfull->row(y.rows[r]) = dreal.row(static_cast<Index>(r));
-      }
-      return value;
-    };
-    const double worst = check_gradients(
-        model, [&] { return loss_and_grad(nullptr); },
-        [&] {
-          Mat<double> d;
-          loss_and_grad(&d);
-          model.backward(d);
-        });
+    const double worst = causal_lm_gradient_error(model, batch, mask, y);
     INFO("largest relative error " << worst);
     CHECK(worst < coulomb_nn_test::fd_tolerance);
   }
@@ -202,28 +209,7 @@ TEST_CASE("NnSequenceModel_GradientsMatchFiniteDifferences", "[nn][sequence][gra
       }
     CHECK(convolutions == c.num_layers);
     const Targets y = token_targets(batch.ids, mask, c.output_dim(), rng);
-    auto loss_and_grad = [&](Mat<double>* dfull) {
-      Mat<double> logits;
-      coulomb::Rng dropout(9);
-      model.forward(batch.ids, mask, logits, true, dropout);
-      Mat<double> real(static_cast<Index>(y.rows.size()), logits.cols()), dreal;
-      for (std::size_t r = 0; r < y.rows.size(); ++r)
-        real.row(static_cast<Index>(r)) = logits.row(y.rows[r]);
-      const double value = coulomb::nn::softmax_cross_entropy(real, y.values, dreal);
-      if (dfull) {
-        dfull->setZero(logits.rows(), logits.cols());
-        for (std::size_t r = 0; r < y.rows.size(); ++r)
-          dfull->row(y.rows[r]) = dreal.row(static_cast<Index>(r));
-      }
-      return value;
-    };
-    const double worst = check_gradients(
-        model, [&] { return loss_and_grad(nullptr); },
-        [&] {
-          Mat<double> d;
-          loss_and_grad(&d);
-          model.backward(d);
-        });
+    const double worst = causal_lm_gradient_error(model, batch, mask, y);
     INFO("largest relative error " << worst);
     CHECK(worst < coulomb_nn_test::fd_tolerance);
   }

@@ -21,6 +21,7 @@
 #include <coulomb/train/phase_b.hpp>
 
 #include "test_support.hpp"
+#include "train_token_task.hpp"
 
 // Everything in a namespace of its own, so that the unity build (tests/CMakeLists.txt) can
 // compile this file together with others.
@@ -38,30 +39,9 @@ using coulomb::train::PhaseARepresentation;
 using coulomb::train::PhaseBOptions;
 using Model = coulomb::nn::TextClassifier<coulomb::FavorPlus<float>>;
 
-constexpr Index vocab = 24;
-constexpr coulomb::TokenId marker = 4;  // the token whose presence is the label
-
-/// `n` sequences of 3 to 10 tokens drawn from [5, vocab); in those with label 1 (about half)
-/// one to two positions hold the marker token.
-EncodedDataset token_task(Index n, coulomb::Rng& rng) {
-  EncodedDataset data;
-  std::vector<coulomb::TokenId> ids;
-  std::vector<std::uint8_t> segments;
-  for (Index i = 0; i < n; ++i) {
-    const auto length = static_cast<std::size_t>(3 + coulomb::uniform_index(8, rng));
-    ids.resize(length);
-    for (auto& id : ids)
-      id = static_cast<coulomb::TokenId>(5 + coulomb::uniform_index(vocab - 5, rng));
-    const int label = static_cast<int>(coulomb::uniform_index(2, rng));
-    if (label == 1) {
-      const auto count = 1 + coulomb::uniform_index(2, rng);
-      for (std::uint64_t c = 0; c < count; ++c) ids[coulomb::uniform_index(length, rng)] = marker;
-    }
-    segments.assign(length, 0);
-    data.push_back(ids, segments, label);
-  }
-  return data;
-}
+using coulomb_train_test::marker;
+using coulomb_train_test::token_task;
+using coulomb_train_test::vocab;
 
 TextClassifierConfig small_config(AttentionKind attention = AttentionKind::linear) {
   TextClassifierConfig c;
