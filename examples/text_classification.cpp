@@ -23,15 +23,37 @@
 // <out>/<run>_reliability.csv and, with gnuplot, <out>/<run>_reliability.png; with --model, the
 // trained model (io/text_model.hpp). The core of a run
 // is examples/common/text_experiment.hpp. See docs/tools.md.
+//
+// Built with MPI (COULOMB_EXAMPLES_MPI), `mpirun -np P text_classification …` runs it as P
+// data-parallel processes (docs/distributed.md): every process reads the data and holds the
+// model, Phase A, Phase B and the evaluations are shared (common/processes.hpp); rank 0 alone
+// prints and writes the files. Checkpoints (--checkpoint, --resume) need one process.
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "common/cli.hpp"
+#include "common/processes.hpp"
 #include "common/text_experiment.hpp"
 
-int main(int argc, char** argv) {
-  namespace ce = coulomb_examples;
+namespace {
+
+namespace ce = coulomb_examples;
+
+/// What --help says about running under mpirun.
+std::string processes_help() {
+  if (!ce::built_with_mpi())
+    return " This build has no MPI: it runs as one process (docs/distributed.md).";
+  return " It can run as P data-parallel processes with `mpirun -np P text_classification ...` "
+         "(on one host or across hosts; docs/distributed.md): every process reads the data and "
+         "holds the whole model, each global batch is split between them and their gradients, "
+         "the Phase A alignment sums and the evaluations are summed, so every process keeps the "
+         "same parameters; process 0 alone prints and writes the files. --threads is per "
+         "process; --checkpoint and --resume need one process.";
+}
+
+int run(int argc, char** argv, ce::Processes& processes) {
   ce::CommandLine cli(
       "text_classification",
       "Trains and evaluates the Transformer text classifier of the paper's sentence benchmarks "
@@ -41,7 +63,8 @@ int main(int argc, char** argv) {
       "stopping on a development set held out from the training split. Prints accuracy, MCC, "
       "F1, ECE, log loss and Brier score on the validation split, also under random token drop "
       "and swap, and the timings; writes a JSON report, the reliability diagram as CSV and, "
-      "with gnuplot, as PNG.");
+      "with gnuplot, as PNG." +
+          processes_help());
   ce::TextExperimentConfig cfg;
   cfg.data_dir = "data/rotten_tomatoes";
   std::filesystem::path out = "text_classification_out";
@@ -69,7 +92,7 @@ int main(int argc, char** argv) {
   app.add_flag("--tied-qk", cfg.tied_qk, "Tie queries and keys (Q = K)");
   app.add_flag("--shared-omega", cfg.shared_omega, "One Omega for all layers");
   cli.add_seed(cfg.seed);
-  cli.add_threads(cfg.threads, "Attention threads");
+  cli.add_threads(cfg.threads, "Attention threads (of each process under mpirun)");
   app.add_option("--d-model", cfg.d_model, "Model width")
       ->check(ce::integer_in(2, 4096))
       ->capture_default_str();
@@ -211,44 +234,62 @@ int main(int argc, char** argv) {
   cli.add_progress();
   std::string figures_mode = "auto";
   cli.add_figures(figures_mode);
-  if (const auto status = cli.parse(argc, argv)) return *status;
-  if (cfg.resume && cfg.checkpoint_prefix.empty())
-    return cli.reject("--resume", "needs --checkpoint PREFIX (the checkpoints to resume from)");
-  if (cfg.d_model % cfg.heads != 0)  // a check of the flags alone: before the data are read
-    return cli.reject("--heads", "must divide --d-model (" + std::to_string(cfg.d_model) +
-                                     "), got " + std::to_string(cfg.heads));
-
-  // Everything that can be checked is checked here, before any training: the data (read once),
-  // the settings, every file to be written.
+  // Everything that can be checked is checked here, before any training, by every process:
+  // the command line, the data (read once), the settings, and (by rank 0, which writes them)
+  // every file to be written. The processes then stop together if any of them must.
   ce::TextExperimentData data;
-  try {
-    data = ce::load_text_experiment_data(cfg.data_dir, cfg.task);
-    ce::check_text_experiment(cfg, data);
-  } catch (const ce::TextExperimentError& e) {
-    return cli.reject(e.flag(), e.what());
-  } catch (const std::exception& e) {
-    return cli.fail(e);
-  }
-  const std::string run = ce::run_file_stem(cfg);
-  const auto json = out / (run + ".json");
-  const auto csv = out / (run + "_reliability.csv");
-  const auto png = out / (run + "_reliability.png");
-  ce::OutputPlan plan;
-  plan.input("--data", data.train_path);
-  plan.input("--data", data.validation_path);
-  plan.directory("--out", out);
-  plan.output("--out", json);
-  plan.output("--out", csv);
-  plan.output("--out", out / (run + "_reliability.gp"));
-  plan.output("--out", png);
-  if (!cfg.model_path.empty()) plan.output("--model", cfg.model_path);
-  if (!cfg.checkpoint_prefix.empty()) {
-    plan.output("--checkpoint", cfg.checkpoint_prefix + ".phase_a.ckpt");
-    plan.output("--checkpoint", cfg.checkpoint_prefix + ".phase_b.ckpt");
-  }
-  if (const auto status = cli.check_paths(plan)) return *status;
+  std::filesystem::path json, csv, png;
+  const auto check = [&]() -> std::optional<int> {
+    if (const auto status = cli.parse(argc, argv)) return status;
+    const auto single = [&](const std::string& flag) {
+      return cli.reject(flag,
+                        "needs one process: checkpoints of data-parallel runs are not "
+                        "supported yet (this run has " +
+                            std::to_string(processes.size()) + " MPI processes)");
+    };
+    if (processes.size() > 1 && cfg.resume) return single("--resume");
+    if (processes.size() > 1 && !cfg.checkpoint_prefix.empty()) return single("--checkpoint");
+    if (cfg.resume && cfg.checkpoint_prefix.empty())
+      return cli.reject("--resume", "needs --checkpoint PREFIX (the checkpoints to resume from)");
+    if (cfg.d_model % cfg.heads != 0)  // a check of the flags alone: before the data are read
+      return cli.reject("--heads", "must divide --d-model (" + std::to_string(cfg.d_model) +
+                                       "), got " + std::to_string(cfg.heads));
+    try {
+      data = ce::load_text_experiment_data(cfg.data_dir, cfg.task);
+      ce::check_text_experiment(cfg, data);
+    } catch (const ce::TextExperimentError& e) {
+      return cli.reject(e.flag(), e.what());
+    } catch (const std::exception& e) {
+      return cli.fail(e);
+    }
+    const std::string run = ce::run_file_stem(cfg);
+    json = out / (run + ".json");
+    csv = out / (run + "_reliability.csv");
+    png = out / (run + "_reliability.png");
+    if (!processes.root()) return std::nullopt;
+    ce::OutputPlan plan;
+    plan.input("--data", data.train_path);
+    plan.input("--data", data.validation_path);
+    plan.directory("--out", out);
+    plan.output("--out", json);
+    plan.output("--out", csv);
+    plan.output("--out", out / (run + "_reliability.gp"));
+    plan.output("--out", png);
+    if (!cfg.model_path.empty()) plan.output("--model", cfg.model_path);
+    if (!cfg.checkpoint_prefix.empty()) {
+      plan.output("--checkpoint", cfg.checkpoint_prefix + ".phase_a.ckpt");
+      plan.output("--checkpoint", cfg.checkpoint_prefix + ".phase_b.ckpt");
+    }
+    return cli.check_paths(plan);
+  };
+  if (const auto status = processes.agree(check())) return *status;
   ce::Figures figures(figures_mode);
+  if (processes.size() > 1 && !cli.quiet())
+    std::cerr << "data-parallel run: " << processes.size() << " MPI processes, " << cfg.threads
+              << (cfg.threads == 1 ? " thread" : " threads") << " each\n";
 
+  // The work, on every process (a failure: common/processes.hpp).
+  ce::TextExperimentResult r;
   try {
     ce::TextExperimentHooks hooks;
     hooks.make_progress = [&](const std::string& label, const std::string& unit) {
@@ -257,7 +298,15 @@ int main(int argc, char** argv) {
     hooks.message = [&](const std::string& text) {
       if (!cli.quiet()) std::cerr << text << "\n";
     };
-    const ce::TextExperimentResult r = ce::run_text_experiment(cfg, data, hooks);
+    hooks.collective = processes.collective();
+    r = ce::run_text_experiment(cfg, data, hooks);
+  } catch (const std::exception& e) {
+    return cli.finish(processes.fail(e));
+  }
+  if (!processes.root()) return 0;
+
+  // The reports, from rank 0 alone.
+  try {
     // The table first: whatever happens to the files, the results are on stdout.
     ce::print_metric_table(std::cout, r);
     std::cout.flush();
@@ -274,4 +323,17 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     return cli.finish(cli.fail(e));
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::optional<ce::Processes> processes;
+  try {
+    processes.emplace("text_classification", &argc, &argv);
+  } catch (const std::exception& e) {
+    std::cerr << "text_classification: " << e.what() << "\n";
+    return 1;
+  }
+  return run(argc, argv, *processes);
 }

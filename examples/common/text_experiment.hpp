@@ -16,6 +16,10 @@
 //      the only data that selects anything), under token drop and swap at 10% and 20%, the
 //      reliability diagram, and the timings.
 //
+// With TextExperimentHooks::collective (P processes, docs/distributed.md), steps 4 to 6 are
+// data-parallel: every process runs the same cell on the same data and gets the same result;
+// rank 0 alone reports progress and notes and saves the model.
+//
 // Reports: print_metric_table (stdout), json_report, reliability_csv and plot_reliability
 // (common/figure.hpp). load_text_experiment_data and check_text_experiment find bad inputs and
 // settings before any training (TextExperimentError names the flag).
@@ -158,17 +162,24 @@ struct TextExperimentResult {
   std::vector<MetricRow> rows{};                       ///< validation, then the perturbed rows
   std::vector<coulomb::ReliabilityBin> reliability{};  ///< 15 bins, on the validation split
   double seconds = 0.0;                                ///< whole run
+  int processes = 1;  ///< data-parallel processes (TextExperimentHooks::collective)
   /// Why the model could not be saved to config.model_path (empty: saved, or not asked for).
   std::string model_error{};
 };
 
-/// Optional hooks: progress reporters for the two phases (may return nullptr) and one-line
-/// notes.
+/// Optional hooks: progress reporters for the two phases (may return nullptr), one-line notes,
+/// and the processes of a data-parallel run.
 struct TextExperimentHooks {
   std::function<std::unique_ptr<coulomb::train::ProgressReporter>(const std::string& label,
                                                                   const std::string& unit)>
       make_progress{};
   std::function<void(const std::string&)> message{};  ///< one-line notes (stderr)
+  /// The processes that run the experiment together (not owned; nullptr: this process alone):
+  /// Phase A, Phase B and every evaluation are data-parallel over them (docs/distributed.md).
+  /// Every process must call run_text_experiment with the same configuration and data. Only
+  /// rank 0 calls make_progress and message and saves the model; every process returns the
+  /// same result.
+  coulomb::train::Collective* collective = nullptr;
 };
 
 /// An input or setting of a run that cannot work, found before any training: the command-line
@@ -338,11 +349,18 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   using coulomb::Index;
   using Model = coulomb::nn::TextClassifier<Map>;
   const auto start = std::chrono::steady_clock::now();
+  coulomb::train::Collective* const collective = hooks.collective;
+  // Rank 0 alone reports and writes files (the others compute the same result).
+  const bool root = collective == nullptr || collective->rank() == 0;
   auto note = [&](const std::string& text) {
-    if (hooks.message) hooks.message(text);
+    if (root && hooks.message) hooks.message(text);
+  };
+  const auto make_progress = [&](const std::string& label, const std::string& unit) {
+    return root && hooks.make_progress ? hooks.make_progress(label, unit) : nullptr;
   };
   TextExperimentResult result;
   result.config = cfg;
+  result.processes = collective == nullptr ? 1 : collective->size();
   double earlier_seconds = 0.0;  // of the sessions before a resume (Phase A and B reports)
   result.config.dataset = dataset_name(cfg);
 
@@ -438,7 +456,8 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
       for (auto& p : alone.parameters())
         if (p.name == "classifier.weight")
           p.value->topRows(p.value->rows() - coulomb::pair_overlap_features).setZero();
-      coulomb::train::Evaluator<float> evaluator({.batch_size = 128, .metrics = {}});
+      coulomb::train::Evaluator<float> evaluator(
+          {.batch_size = 128, .metrics = {}, .collective = collective});
       result.overlap_regression = evaluator.evaluate(alone, valid_ids).metrics;
     } else {
       const coulomb::PairOverlapMoments moments = coulomb::pair_overlap_moments(train_ids);
@@ -447,7 +466,7 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   }
   result.parameters = model.num_parameters();
   // The model file's size is known now: check its directory and free space before the training.
-  if (!cfg.model_path.empty())
+  if (root && !cfg.model_path.empty())
     coulomb::check_output_path(cfg.model_path, "--model",
                                static_cast<std::uintmax_t>(result.parameters) * sizeof(float) +
                                    static_cast<std::uintmax_t>(vocab.size()) * 32 + 65536);
@@ -468,6 +487,7 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
         coulomb::train::ValidationMetric::f1, coulomb::train::ValidationMetric::log_loss})
     if (cfg.select == coulomb::train::to_string(m)) b.early_stopping.metric = m;
   b.seed = phase_b_seed;
+  b.collective = collective;
   if (!cfg.checkpoint_prefix.empty()) {
     b.checkpoint.path = cfg.checkpoint_prefix + ".phase_b.ckpt";
     b.checkpoint.every_steps = cfg.checkpoint_every;
@@ -495,8 +515,9 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
     a.projection.radius = cfg.phase_a_radius;
     a.projection.radius_factor = cfg.phase_a_radius_factor;
     a.seed = phase_a_seed;
-    std::unique_ptr<coulomb::train::ProgressReporter> progress;
-    if (hooks.make_progress) progress = hooks.make_progress("phase A", "steps");
+    a.collective = collective;
+    const std::unique_ptr<coulomb::train::ProgressReporter> progress =
+        make_progress("phase A", "steps");
     a.progress = progress.get();
     const auto phase_a_start = std::chrono::steady_clock::now();
     result.phase_a = coulomb::train::run_phase_a(model, train_ids, a);
@@ -516,8 +537,8 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
 
   // ---- Phase B
   {
-    std::unique_ptr<coulomb::train::ProgressReporter> progress;
-    if (hooks.make_progress) progress = hooks.make_progress("phase B", "tokens");
+    const std::unique_ptr<coulomb::train::ProgressReporter> progress =
+        make_progress("phase B", "tokens");
     b.progress = progress.get();
     b.validation_name = "development";
     const auto phase_b_start = std::chrono::steady_clock::now();
@@ -537,7 +558,8 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   // folded into the classifier's bias so that argmax predicts class 1 exactly when p_1 > t (and
   // the saved model predicts the same). Chosen on the development set only.
   if (cfg.tune_threshold && mc.num_classes == 2) {
-    coulomb::train::Evaluator<float> dev_eval({.batch_size = 128, .metrics = {}});
+    coulomb::train::Evaluator<float> dev_eval(
+        {.batch_size = 128, .metrics = {}, .collective = collective});
     const coulomb::Matrix<float> dev_probs = dev_eval.probabilities(model, dev_ids);
     std::vector<std::pair<double, int>> scored;
     for (Index i = 0; i < dev_probs.rows(); ++i)
@@ -576,7 +598,8 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
   }
 
   // ---- evaluation on the validation split (reported, never used for a choice)
-  coulomb::train::Evaluator<float> evaluator({.batch_size = 128, .metrics = {}});
+  coulomb::train::Evaluator<float> evaluator(
+      {.batch_size = 128, .metrics = {}, .collective = collective});
   const auto t0 = std::chrono::steady_clock::now();
   const coulomb::Matrix<float> probs = evaluator.probabilities(model, valid_ids);
   const double infer = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -599,7 +622,7 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
       result.rows.push_back({name.str(), e.metrics});
     }
   }
-  if (!cfg.model_path.empty()) {
+  if (root && !cfg.model_path.empty()) {
     coulomb::io::TextModelMetadata meta;
     meta["dataset"] = result.config.dataset;
     meta["kernel"] = cfg.kernel;
@@ -706,7 +729,9 @@ inline void print_metric_table(std::ostream& out, const TextExperimentResult& r)
         << std::setprecision(4) << r.threshold << std::setprecision(2) << "\n";
   out << "phase A " << r.phase_a_seconds << " s, phase B " << r.phase_b_seconds << " s ("
       << r.phase_b.steps << " steps, " << std::setprecision(0) << r.phase_b.tokens_per_second()
-      << " tokens/s), inference " << std::setprecision(1) << r.inference_ms_per_1000
+      << " tokens/s";
+  if (r.processes > 1) out << ", " << r.processes << " processes";
+  out << "), inference " << std::setprecision(1) << r.inference_ms_per_1000
       << " ms per 1,000 sequences\n";
   out.unsetf(std::ios::floatfield);
   out << std::setprecision(6);
@@ -792,39 +817,40 @@ inline std::string json_report(const TextExperimentResult& r, const std::string&
                            {"count", bin.count},
                            {"confidence", json_number(bin.mean_confidence)},
                            {"accuracy", json_number(bin.accuracy)}});
-  const Json report = {
-      {"command", command},
-      {"dataset", c.dataset},
-      {"columns", r.columns},
-      {"variant", variant_name(c)},
-      {"config", config},
-      {"data",
-       {{"vocabulary", r.vocab_size},
-        {"train", r.train_size},
-        {"development", r.dev_size},
-        {"validation", r.validation_size},
-        {"train_truncated", r.train_stats.truncated_sequences},
-        {"validation_truncated", r.validation_stats.truncated_sequences},
-        {"validation_unknown_rate", json_number(r.validation_stats.unknown_rate())}}},
-      {"parameters", r.parameters},
-      {"metrics", metrics},
-      {"timing",
-       {{"phase_a_seconds", json_number(r.phase_a_seconds)},
-        {"phase_b_seconds", json_number(r.phase_b_seconds)},
-        {"phase_b_tokens_per_second", json_number(r.phase_b.tokens_per_second())},
-        {"inference_ms_per_1000_sequences", json_number(r.inference_ms_per_1000)},
-        {"total_seconds", json_number(r.seconds)}}},
-      {"phase_a", phase_a},
-      {"phase_b",
-       {{"best_epoch", r.phase_b.best_epoch},
-        {"development_accuracy", json_number(r.dev_accuracy)},
-        {"threshold", json_number(r.threshold)},
-        {"overlap_regression",
-         r.overlap_regression ? json_metrics(*r.overlap_regression) : Json(nullptr)},
-        {"steps", r.phase_b.steps},
-        {"stopped_early", r.phase_b.stopped_early},
-        {"epochs", epochs}}},
-      {"reliability", reliability}};
+  Json report = {{"command", command},
+                 {"dataset", c.dataset},
+                 {"columns", r.columns},
+                 {"variant", variant_name(c)},
+                 {"config", config},
+                 {"data",
+                  {{"vocabulary", r.vocab_size},
+                   {"train", r.train_size},
+                   {"development", r.dev_size},
+                   {"validation", r.validation_size},
+                   {"train_truncated", r.train_stats.truncated_sequences},
+                   {"validation_truncated", r.validation_stats.truncated_sequences},
+                   {"validation_unknown_rate", json_number(r.validation_stats.unknown_rate())}}},
+                 {"parameters", r.parameters},
+                 {"metrics", metrics},
+                 {"timing",
+                  {{"phase_a_seconds", json_number(r.phase_a_seconds)},
+                   {"phase_b_seconds", json_number(r.phase_b_seconds)},
+                   {"phase_b_tokens_per_second", json_number(r.phase_b.tokens_per_second())},
+                   {"inference_ms_per_1000_sequences", json_number(r.inference_ms_per_1000)},
+                   {"total_seconds", json_number(r.seconds)}}},
+                 {"phase_a", phase_a},
+                 {"phase_b",
+                  {{"best_epoch", r.phase_b.best_epoch},
+                   {"development_accuracy", json_number(r.dev_accuracy)},
+                   {"threshold", json_number(r.threshold)},
+                   {"overlap_regression",
+                    r.overlap_regression ? json_metrics(*r.overlap_regression) : Json(nullptr)},
+                   {"steps", r.phase_b.steps},
+                   {"stopped_early", r.phase_b.stopped_early},
+                   {"epochs", epochs}}},
+                 {"reliability", reliability}};
+  // A data-parallel run: the timings are those of P processes (a one-process report is as before).
+  if (r.processes > 1) report["timing"]["processes"] = r.processes;
   // Invalid UTF-8 in a path or a name is replaced, never an exception after the training.
   return report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
