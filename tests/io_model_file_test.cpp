@@ -341,14 +341,13 @@ TEST_CASE("AtomicWrite_FailureLeavesThePreviousFileAndNoTemporary", "[io][atomic
   big.add_tensor("w", Matrix<float>::Ones(300, 300));  // 360 kB: written in several pieces
 
   SECTION("the producer throws midway") {
-    CHECK_THROWS_AS(
-        coulomb::write_file_atomically(path,
-                                           [](auto& sink) {
-                                             const std::string half = "partial contents";
-                                             sink(as_span(half));
-                                             throw coulomb::io_error("simulated failure");
-                                           }),
-        io_error);
+    CHECK_THROWS_AS(coulomb::write_file_atomically(path,
+                                                   [](auto& sink) {
+                                                     const std::string half = "partial contents";
+                                                     sink(as_span(half));
+                                                     throw coulomb::io_error("simulated failure");
+                                                   }),
+                    io_error);
   }
   SECTION("the target directory does not exist") {
     CHECK_THROWS_WITH(coulomb::io::save_model_file(dir.file("missing/model.clmb"), big),
