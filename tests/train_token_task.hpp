@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // A small token-classification task for the training tests (train_text_test.cpp and the MPI
-// tests): the label says whether a marker token occurs in the sequence.
+// tests): the label says whether a marker token occurs in the sequence; and the small
+// classifier both train on it.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <coulomb/core/config.hpp>
 #include <coulomb/core/random.hpp>
 #include <coulomb/core/tokens.hpp>
+#include <coulomb/nn/text_classifier_config.hpp>
 #include <coulomb/text/encoder.hpp>
 
 namespace coulomb_train_test {
@@ -36,6 +38,24 @@ inline coulomb::EncodedDataset token_task(coulomb::Index n, coulomb::Rng& rng) {
     data.push_back(ids, segments, label);
   }
   return data;
+}
+
+/// A one-layer classifier of width 16 for token_task (no dropout, 16 features, one thread).
+inline coulomb::nn::TextClassifierConfig small_config(
+    coulomb::nn::AttentionKind attention = coulomb::nn::AttentionKind::linear) {
+  coulomb::nn::TextClassifierConfig c;
+  c.vocab_size = vocab;
+  c.max_length = 12;
+  c.d_model = 16;
+  c.num_heads = 2;
+  c.d_ff = 32;
+  c.num_layers = 1;
+  c.num_classes = 2;
+  c.dropout = 0.0;
+  c.attention = attention;
+  c.num_features = 16;
+  c.num_threads = 1;
+  return c;
 }
 
 }  // namespace coulomb_train_test

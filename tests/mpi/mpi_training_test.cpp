@@ -52,23 +52,9 @@ constexpr double phase_b_tolerance = 2e-5;
 constexpr double phase_a_tolerance = 2e-5;
 
 using coulomb_train_test::marker;
+using coulomb_train_test::small_config;
 using coulomb_train_test::token_task;
 using coulomb_train_test::vocab;
-
-TextClassifierConfig small_config() {
-  TextClassifierConfig c;
-  c.vocab_size = vocab;
-  c.max_length = 12;
-  c.d_model = 16;
-  c.num_heads = 2;
-  c.d_ff = 32;
-  c.num_layers = 1;
-  c.num_classes = 2;
-  c.dropout = 0.0;
-  c.num_features = 16;
-  c.num_threads = 1;
-  return c;
-}
 
 PhaseBOptions phase_b_options(std::uint64_t seed) {
   PhaseBOptions o;
