@@ -5,7 +5,8 @@
 #      (SIGKILL) after Phase B's step KILL_STEP (the tool's test hook
 #      COULOMB_TEST_KILL_RANK_AT_STEP): mpirun must exit non-zero, saying that a process was
 #      killed, with the checkpoints written and no model saved;
-#   3. the same command with --resume: exit status 0, the same standard output as run 1 (the
+#   3. the same command with --resume (the hook armed at step 1, which a run that started afresh
+#      would reach): exit status 0, the same standard output as run 1 (the
 #      timing line aside), the same metrics in the report and the same model file, byte for byte.
 #   MPIEXEC  mpirun;  NP  the number of processes;  MPIFLAGS  its flags, separated by '|'
 #   EXE      the tool;  ARGS  its arguments, separated by '|';  DIR  a scratch directory
@@ -59,8 +60,10 @@ if(EXISTS "${DIR}/resumed.model")
 endif()
 message(STATUS "killed run: exit status ${_status}")
 
-# 3. Resumed.
-execute_process(COMMAND ${_mpirun} ${_checkpointed} --resume
+# 3. Resumed. The kill hook is armed at Phase B's step 1: a run that started afresh instead of
+#    continuing from the checkpoint would be killed there.
+execute_process(COMMAND "${CMAKE_COMMAND}" -E env "COULOMB_TEST_KILL_RANK_AT_STEP=${KILL_RANK}:1"
+                        ${_mpirun} ${_checkpointed} --resume
                 RESULT_VARIABLE _status OUTPUT_VARIABLE _out ERROR_VARIABLE _err TIMEOUT 100)
 if(NOT _status STREQUAL "0")
   message(FATAL_ERROR "the resumed run exited with '${_status}':\n${_out}${_err}")
