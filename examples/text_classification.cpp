@@ -27,8 +27,17 @@
 // Built with MPI (COULOMB_EXAMPLES_MPI), `mpirun -np P text_classification …` runs it as P
 // data-parallel processes (docs/distributed.md): every process reads the data and holds the
 // model, Phase A, Phase B and the evaluations are shared (common/processes.hpp); rank 0 alone
-// prints and writes the files. Checkpoints (--checkpoint, --resume) need one process.
+// prints and writes the files. With --checkpoint, rank 0 writes the checkpoints; with --resume,
+// every process reads them (the path must be visible to every process).
+//
+// Test hook (for the kill-and-resume test, examples/mpi_kill_resume_test.cmake; not for use):
+// the environment variable COULOMB_TEST_KILL_RANK_AT_STEP=r:n makes process r kill itself
+// with SIGKILL right after Phase B's optimizer step n, when checkpoints are written.
+#include <csignal>
+#include <cstdlib>
+#include <exception>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -49,8 +58,39 @@ std::string processes_help() {
          "(on one host or across hosts; docs/distributed.md): every process reads the data and "
          "holds the whole model, each global batch is split between them and their gradients, "
          "the Phase A alignment sums and the evaluations are summed, so every process keeps the "
-         "same parameters; process 0 alone prints and writes the files. --threads is per "
-         "process; --checkpoint and --resume need one process.";
+         "same parameters; process 0 alone prints and writes the files, checkpoints included. "
+         "--threads is per process. --resume makes every process read the checkpoints: their "
+         "path must be visible to every process (a shared file system), and the run must have "
+         "the same number of processes as the one that wrote them.";
+}
+
+/// The test hook COULOMB_TEST_KILL_RANK_AT_STEP=r:n (see the file comment): a checkpoint
+/// observer that kills process r after Phase B's step n; empty when the variable is not set.
+/// Throws coulomb::invalid_argument for a value that is not r:n.
+std::function<void(const coulomb::train::CheckpointEvent&)> kill_hook(int rank) {
+  const char* value = std::getenv("COULOMB_TEST_KILL_RANK_AT_STEP");
+  if (value == nullptr || *value == '\0') return {};
+  const std::string text(value);
+  const auto colon = text.find(':');
+  std::size_t used_rank = 0, used_step = 0;
+  int victim = -1;
+  long long step = -1;
+  try {
+    victim = std::stoi(text.substr(0, colon), &used_rank);
+    step = std::stoll(text.substr(colon + 1), &used_step);
+  } catch (const std::exception&) {
+    victim = -1;
+  }
+  if (colon == std::string::npos || used_rank != colon || used_step != text.size() - colon - 1 ||
+      victim < 0 || step < 1)
+    throw coulomb::invalid_argument(
+        "COULOMB_TEST_KILL_RANK_AT_STEP must be r:n (a rank and a step >= 1), got '" + text + "'");
+  if (victim != rank) return {};
+  return [step](const coulomb::train::CheckpointEvent& e) {
+    if (e.kind == coulomb::train::CheckpointEventKind::step && e.phase == "phase_b" &&
+        e.step == step)
+      std::raise(SIGKILL);
+  };
 }
 
 int run(int argc, char** argv, ce::Processes& processes) {
@@ -217,14 +257,15 @@ int run(int argc, char** argv, ce::Processes& processes) {
       ->capture_default_str();
   app.add_option("--checkpoint", cfg.checkpoint_prefix,
                  "Write checkpoints PREFIX.phase_a.ckpt and PREFIX.phase_b.ckpt (at epoch ends "
-                 "and every --checkpoint-every steps)");
+                 "and every --checkpoint-every steps; under mpirun, process 0 writes them)");
   app.add_option("--checkpoint-every", cfg.checkpoint_every,
                  "Also checkpoint every N optimizer steps (0: at epoch ends only)")
       ->check(coulomb_examples::integer_in(0, 1000000000))
       ->capture_default_str();
   app.add_flag("--resume", cfg.resume,
-               "Continue from the --checkpoint files if they exist (the same options and data "
-               "are required; the result is the uninterrupted run's)");
+               "Continue from the --checkpoint files if they exist (the same options, data and "
+               "number of processes are required; the result is the uninterrupted run's; under "
+               "mpirun every process reads them)");
   app.add_option("--model", cfg.model_path,
                  "Also save the trained model (vocabulary, configuration, weights, Omega) to "
                  "this file (io/text_model.hpp)")
@@ -241,14 +282,6 @@ int run(int argc, char** argv, ce::Processes& processes) {
   std::filesystem::path json, csv, png;
   const auto check = [&]() -> std::optional<int> {
     if (const auto status = cli.parse(argc, argv)) return status;
-    const auto single = [&](const std::string& flag) {
-      return cli.reject(flag,
-                        "needs one process: checkpoints of data-parallel runs are not "
-                        "supported yet (this run has " +
-                            std::to_string(processes.size()) + " MPI processes)");
-    };
-    if (processes.size() > 1 && cfg.resume) return single("--resume");
-    if (processes.size() > 1 && !cfg.checkpoint_prefix.empty()) return single("--checkpoint");
     if (cfg.resume && cfg.checkpoint_prefix.empty())
       return cli.reject("--resume", "needs --checkpoint PREFIX (the checkpoints to resume from)");
     if (cfg.d_model % cfg.heads != 0)  // a check of the flags alone: before the data are read
@@ -299,6 +332,7 @@ int run(int argc, char** argv, ce::Processes& processes) {
       if (!cli.quiet()) std::cerr << text << "\n";
     };
     hooks.collective = processes.collective();
+    hooks.checkpoint_observer = kill_hook(processes.rank());
     r = ce::run_text_experiment(cfg, data, hooks);
   } catch (const std::exception& e) {
     return cli.finish(processes.fail(e));

@@ -70,11 +70,15 @@ inline bool is_stream_target(const std::string& path) {
 }
 
 /// The absolute path with symbolic links resolved as far as the path exists, for comparing
-/// outputs that do not exist yet.
+/// outputs that do not exist yet. An empty path (the parent of a bare file name) is the current
+/// directory.
 inline std::string normal_form(const std::filesystem::path& path) {
   std::error_code ec;
-  std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path), ec);
-  if (ec) p = std::filesystem::absolute(path, ec).lexically_normal();
+  const std::filesystem::path given = path.empty() ? std::filesystem::path(".") : path;
+  const std::filesystem::path absolute = std::filesystem::absolute(given, ec);
+  if (ec) return given.lexically_normal().string();
+  std::filesystem::path p = std::filesystem::weakly_canonical(absolute, ec);
+  if (ec) p = absolute.lexically_normal();
   return p.string();
 }
 

@@ -180,6 +180,9 @@ struct TextExperimentHooks {
   /// rank 0 calls make_progress and message and saves the model; every process returns the
   /// same result.
   coulomb::train::Collective* collective = nullptr;
+  /// Told of every step and checkpoint of Phase A and Phase B when checkpoints are written
+  /// (CheckpointOptions::observer; may be empty), on every process.
+  std::function<void(const coulomb::train::CheckpointEvent&)> checkpoint_observer{};
 };
 
 /// An input or setting of a run that cannot work, found before any training: the command-line
@@ -492,6 +495,7 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
     b.checkpoint.path = cfg.checkpoint_prefix + ".phase_b.ckpt";
     b.checkpoint.every_steps = cfg.checkpoint_every;
     b.checkpoint.resume = cfg.resume;
+    b.checkpoint.observer = hooks.checkpoint_observer;
   }
   if (learned) {
     coulomb::train::PhaseAOptions a;
@@ -505,6 +509,7 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
       a.checkpoint.path = cfg.checkpoint_prefix + ".phase_a.ckpt";
       a.checkpoint.every_steps = cfg.checkpoint_every;
       a.checkpoint.resume = cfg.resume;
+      a.checkpoint.observer = hooks.checkpoint_observer;
     }
     a.langevin.max_iterations = cfg.phase_a_steps;
     a.langevin.beta = cfg.phase_a_beta;

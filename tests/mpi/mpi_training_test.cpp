@@ -6,7 +6,10 @@
 // process (hash), also with dropout, where each process draws its own masks; a P-process run
 // is deterministic; a divergence makes every process throw; the sharded evaluation gives one
 // process's metrics bit for bit; Phase A gives every process the same Ω bit for bit, equal to
-// one process's within round-off. Every test case makes the same collective calls on every process,
+// one process's within round-off; a run stopped after a checkpoint and resumed by every
+// process ends with the uninterrupted run's bits, and the failures of checkpoints (a write, a
+// file only some processes find or can read, another number of processes) give every process
+// the same error. Every test case makes the same collective calls on every process,
 // so that a failing check cannot leave a process waiting (ctest's TIMEOUT bounds a hang anyway).
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
@@ -15,8 +18,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <span>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <coulomb/features/favor.hpp>
 #include <coulomb/mpi/communicator.hpp>
@@ -239,16 +248,223 @@ TEST_CASE("MpiPhaseB_DivergenceThrowsOnEveryRank", "[mpi][phase_b][errors]") {
   CHECK(coulomb::train::same_on_all(*world, coulomb::train::parameter_hash(model.parameters())));
 }
 
-TEST_CASE("MpiPhaseB_CheckpointsRefused", "[mpi][phase_b][errors]") {
-  coulomb::Rng rng = coulomb_test::test_rng("MpiPhaseB_Checkpoints");
-  const EncodedDataset train = token_task(16, rng);
-  PhaseBOptions options = phase_b_options(1);
+/// A directory of checkpoints that every process of the run names alike (rank 0's process id,
+/// broadcast; the processes of one machine share it): made by rank 0 and removed at the end.
+class SharedTemporaryDirectory {
+ public:
+  SharedTemporaryDirectory() {
+    std::uint64_t id = world->rank() == 0 ? static_cast<std::uint64_t>(::getpid()) : 0;
+    // The broadcast comes after rank 0 made the directory, so every process finds it.
+    const std::string base = "coulomb_mpi_checkpoints_" + std::to_string(world->size()) + "_";
+    if (world->rank() == 0) {
+      path_ = std::filesystem::temp_directory_path() / (base + std::to_string(id));
+      std::filesystem::create_directories(path_);
+    }
+    world->broadcast(std::as_writable_bytes(std::span<std::uint64_t>(&id, 1)), 0);
+    path_ = std::filesystem::temp_directory_path() / (base + std::to_string(id));
+  }
+  SharedTemporaryDirectory(const SharedTemporaryDirectory&) = delete;
+  SharedTemporaryDirectory& operator=(const SharedTemporaryDirectory&) = delete;
+  ~SharedTemporaryDirectory() {
+    double done[1] = {1.0};
+    world->sum(std::span<double>(done));  // every process is done with the files
+    std::error_code ec;
+    if (world->rank() == 0) std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// Thrown by a checkpoint observer to stop a run, as a killed job stops.
+struct Interrupted {};
+
+/// Phase B of the resume tests: 2 epochs of 3 batches of 16 (6 steps), dropout (whose masks
+/// depend on the rank and the step), validation with early stopping, checkpoints every 2 steps.
+struct ResumeSetup {
+  ResumeSetup() : rng(coulomb_test::test_rng("MpiPhaseB_Resume")) {
+    train = token_task(48, rng);
+    valid = token_task(16, rng);
+    config = small_config();
+    config.dropout = 0.2;
+    options = phase_b_options(11);
+    options.epochs = 2;
+    options.batch_size = 16;
+    options.early_stopping.patience = 2;
+    options.early_stopping.restore_best = true;
+    options.collective = world;
+  }
+  coulomb::Rng rng;
+  EncodedDataset train;
+  EncodedDataset valid;
+  TextClassifierConfig config;
+  PhaseBOptions options;
+};
+
+TEST_CASE("MpiPhaseB_ResumeEqualsUninterrupted", "[mpi][phase_b][checkpoint]") {
+  // A run with checkpoints every 2 steps, stopped at step 5 on every process (after the
+  // checkpoint of step 4, which rank 0 wrote), then resumed from that checkpoint by every
+  // process: its final parameters are those of the run never interrupted (and never
+  // checkpointed), bit for bit, on every process.
+  ResumeSetup s;
+  const SharedTemporaryDirectory dir;
+  Model uninterrupted(s.config, 4);
+  const auto h_full = coulomb::train::run_phase_b(uninterrupted, s.train, s.valid, s.options);
+  REQUIRE(h_full.steps == 6);
+  const std::uint64_t expected = coulomb::train::parameter_hash(uninterrupted.parameters());
+
+  PhaseBOptions options = s.options;
+  options.checkpoint.path = dir.file("phase_b.ckpt");
+  options.checkpoint.every_steps = 2;
+  Index saved = 0;
+  options.checkpoint.observer = [&](const coulomb::train::CheckpointEvent& e) {
+    if (e.kind == coulomb::train::CheckpointEventKind::saved) saved = e.step;
+    if (e.kind == coulomb::train::CheckpointEventKind::step && e.step == 5) throw Interrupted{};
+  };
+  Model first(s.config, 4);
+  CHECK_THROWS_AS(coulomb::train::run_phase_b(first, s.train, s.valid, options), Interrupted);
+  CHECK(saved == 4);  // every process was told of rank 0's checkpoint
+  CHECK(std::filesystem::exists(options.checkpoint.path));
+  CHECK(std::filesystem::exists(options.checkpoint.path + ".tmp") == false);
+
+  options.checkpoint.resume = true;
+  std::vector<Index> steps;  // the steps the resumed run takes: 5 and 6, not from the start
+  options.checkpoint.observer = [&](const coulomb::train::CheckpointEvent& e) {
+    if (e.kind == coulomb::train::CheckpointEventKind::step) steps.push_back(e.step);
+  };
+  Model resumed(s.config, 4);
+  const auto h = coulomb::train::run_phase_b(resumed, s.train, s.valid, options);
+  CHECK(steps == std::vector<Index>{5, 6});
+  options.checkpoint.observer = nullptr;
+  CHECK(h.steps == h_full.steps);
+  CHECK(h.best_epoch == h_full.best_epoch);
+  const std::uint64_t hash = coulomb::train::parameter_hash(resumed.parameters());
+  CHECK(hash == expected);
+  CHECK(coulomb::train::same_on_all(*world, hash));
+  CHECK(hash != coulomb::train::parameter_hash(first.parameters()));  // first stopped early
+
+  // Resuming the finished run returns its final parameters at once.
+  Model again(s.config, 4);
+  coulomb::train::run_phase_b(again, s.train, s.valid, options);
+  CHECK(coulomb::train::parameter_hash(again.parameters()) == expected);
+
+  if (world->size() > 1) {
+    // The number of processes is part of the run: one process alone refuses the checkpoint of
+    // P, naming both (no collective call here: each process tries on its own).
+    PhaseBOptions alone = options;
+    alone.collective = nullptr;
+    Model model(s.config, 4);
+    const std::string P = std::to_string(world->size());
+    CHECK_THROWS_WITH(
+        coulomb::train::run_phase_b(model, s.train, s.valid, alone),
+        Catch::Contains("processes is '" + P + "' in the checkpoint, '1' in this run"));
+  }
+}
+
+TEST_CASE("MpiPhaseB_CheckpointFailuresOnEveryRank", "[mpi][phase_b][checkpoint][errors]") {
+  // Failures of the checkpoints make every process throw the same io_error, none is left
+  // waiting: a checkpoint rank 0 cannot write; a checkpoint that only some processes find; one
+  // that one process cannot read.
+  ResumeSetup s;
+  const SharedTemporaryDirectory dir;
+  const int P = world->size();
+  const std::string processes = " of " + std::to_string(P) + ": ";
+  PhaseBOptions options = s.options;
+  options.checkpoint.every_steps = 2;
+
+  options.checkpoint.path = dir.file("no-such-directory/phase_b.ckpt");
+  Model unwritable(s.config, 4);
+  CHECK_THROWS_AS(coulomb::train::run_phase_b(unwritable, s.train, s.valid, options),
+                  coulomb::io_error);
+  if (P > 1) {
+    CHECK_THROWS_WITH(
+        coulomb::train::run_phase_b(unwritable, s.train, s.valid, options),
+        Catch::Contains("process 0" + processes) && Catch::Contains("no-such-directory"));
+  }
+
+  // A checkpoint of the run (stopped after its first one, at step 2).
+  const std::string good = dir.file("phase_b.ckpt");
+  options.checkpoint.path = good;
+  options.checkpoint.observer = [](const coulomb::train::CheckpointEvent& e) {
+    if (e.kind == coulomb::train::CheckpointEventKind::saved) throw Interrupted{};
+  };
+  Model first(s.config, 4);
+  CHECK_THROWS_AS(coulomb::train::run_phase_b(first, s.train, s.valid, options), Interrupted);
+  options.checkpoint.observer = nullptr;
+  options.checkpoint.resume = true;
+  if (P == 1) return;
+
+  // Rank 0 finds its checkpoint, the others look elsewhere and find none.
+  options.checkpoint.path = world->rank() == 0 ? good : dir.file("elsewhere.ckpt");
+  Model some(s.config, 4);
+  CHECK_THROWS_WITH(coulomb::train::run_phase_b(some, s.train, s.valid, options),
+                    Catch::Contains("exists on process 0 but not on process") &&
+                        Catch::Contains("visible to every process"));
+
+  // The last rank reads a damaged copy (its first half): every process throws its io_error.
+  const std::string damaged = dir.file("damaged.ckpt");
+  if (world->rank() == 0) {
+    std::ifstream in(good, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(damaged, std::ios::binary)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
+  }
+  double written[1] = {1.0};
+  world->sum(std::span<double>(written));  // the copy exists before anyone reads it
+  options.checkpoint.path = world->rank() == P - 1 ? damaged : good;
+  Model one(s.config, 4);
+  CHECK_THROWS_AS(coulomb::train::run_phase_b(one, s.train, s.valid, options), coulomb::io_error);
+  Model other(s.config, 4);
+  CHECK_THROWS_WITH(coulomb::train::run_phase_b(other, s.train, s.valid, options),
+                    Catch::Contains("process " + std::to_string(P - 1) + processes) &&
+                        Catch::Contains("damaged.ckpt"));
+}
+
+TEST_CASE("MpiPhaseA_ResumeEqualsUninterrupted", "[mpi][phase_a][checkpoint]") {
+  // Phase A with a warm-up, stopped during the warm-up (after its checkpoint of step 4) and
+  // resumed by every process: the same model as the run never interrupted, bit for bit.
+  coulomb::Rng rng = coulomb_test::test_rng("MpiPhaseA_Resume");
+  const EncodedDataset train = token_task(48, rng);
+  const SharedTemporaryDirectory dir;
+  PhaseAOptions options;
+  options.representation = PhaseARepresentation::warmup;
+  options.num_sequences = 32;
+  options.warmup.steps = 6;
+  options.warmup.training.batch_size = 16;
+  options.warmup.training.schedule.learning_rate = 1e-2;
+  options.langevin.max_iterations = 10;
+  options.schedule.step_size = 0.05;
+  options.repulsion = 1e-3;
+  options.seed = 3;
   options.collective = world;
-  options.checkpoint.path = "unused.ckpt";
-  Model model(small_config(), 3);
-  if (world->size() > 1)
-    CHECK_THROWS_AS(coulomb::train::run_phase_b(model, train, EncodedDataset{}, options),
-                    coulomb::invalid_argument);
+  TextClassifierConfig config = small_config();
+  config.dropout = 0.2;
+  Model uninterrupted(config, 5);
+  coulomb::train::run_phase_a(uninterrupted, train, options);
+  const std::uint64_t expected = coulomb::train::parameter_hash(uninterrupted.parameters());
+
+  options.checkpoint.path = dir.file("phase_a.ckpt");
+  options.checkpoint.every_steps = 2;
+  options.checkpoint.observer = [](const coulomb::train::CheckpointEvent& e) {
+    if (e.kind == coulomb::train::CheckpointEventKind::step && e.stage == "warmup" && e.step == 5)
+      throw Interrupted{};
+  };
+  Model first(config, 5);
+  CHECK_THROWS_AS(coulomb::train::run_phase_a(first, train, options), Interrupted);
+  options.checkpoint.resume = true;
+  Index first_step = -1;  // the first warm-up step of the resumed run: 5, not 1
+  options.checkpoint.observer = [&](const coulomb::train::CheckpointEvent& e) {
+    if (e.kind == coulomb::train::CheckpointEventKind::step && e.stage == "warmup" &&
+        first_step < 0)
+      first_step = e.step;
+  };
+  Model resumed(config, 5);
+  coulomb::train::run_phase_a(resumed, train, options);
+  CHECK(first_step == 5);
+  const std::uint64_t hash = coulomb::train::parameter_hash(resumed.parameters());
+  CHECK(hash == expected);
+  CHECK(coulomb::train::same_on_all(*world, hash));
 }
 
 TEST_CASE("MpiEvaluation_ShardedEqualsSingleProcess", "[mpi][evaluation]") {

@@ -5,10 +5,12 @@
 /// "langevin" (after the warm-up and after each Ω's Langevin run: the model, the reports of the
 /// Ω done, and every Ω as it was before its run) and "done". A Langevin run is not interrupted:
 /// resuming repeats the run of the Ω in progress from its start. The layout is in
-/// docs/file_format.md ("Training checkpoints").
+/// docs/file_format.md ("Training checkpoints"). With several processes (options.collective),
+/// rank 0 writes and every process resumes from the same file (train/resume.hpp).
 #pragma once
 
 #include <chrono>
+#include <exception>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +25,7 @@
 #include "../nn/text_classifier.hpp"
 #include "../text/encoder.hpp"
 #include "checkpoint.hpp"
+#include "collective.hpp"
 #include "detail_phase_b_checkpoint.hpp"
 #include "detail_record_codec.hpp"
 #include "parameter_snapshot.hpp"
@@ -68,29 +71,33 @@ template <RealScalar S, FeatureMap Map>
 class PhaseACheckpoints {
  public:
   /// Reads the checkpoint to resume from when options.checkpoint asks for one (io_error naming
-  /// every field of the options, model or data that differs from the run that wrote it).
+  /// every field of the options, model or data that differs from the run that wrote it). With
+  /// several processes (options.collective), every process reads it: io_error on every process
+  /// when some of them do not find it, when any of them cannot resume from it, or when they do
+  /// not all read the same bits.
   PhaseACheckpoints(const PhaseAOptions& options, nn::TextClassifier<Map>& model,
                     const EncodedDataset& train, const char* where)
       : options_(options.checkpoint),
         model_(model),
         start_(std::chrono::steady_clock::now()),
-        where_(where) {
+        where_(where),
+        collective_(options.collective) {
     if (!enabled()) return;
     fingerprint_.add_model(model);
     fingerprint_.add_dataset("data.train", train);
     fingerprint_.add_record("phase_a.", options);
-    if (!options_.resume || !checkpoint_exists(options_.path)) return;
-    saved_.emplace(load_checkpoint<S>(options_.path, "phase_a", where));
-    fingerprint_.check(*saved_, where);
-    PhaseARecord record;
-    read_record(*saved_, "phase_a.", record, where);
-    if (record.stage != "warmup" && record.stage != "langevin" && record.stage != "done") {
-      throw io_error(std::string(where) + ": '" + options_.path +
-                     "': metadata 'phase_a.stage' is '" + io::detail::printable_name(record.stage) +
-                     "', expected warmup, langevin or done");
+    add_processes(fingerprint_, collective_);
+    if (!options_.resume || !checkpoint_found(options_.path, collective_, where)) return;
+    std::uint64_t state = 0;
+    std::exception_ptr failure;
+    try {
+      read();
+      state = checkpoint_hash(*saved_);
+    } catch (...) {
+      failure = std::current_exception();
     }
-    stage_ = record.stage;
-    earlier_seconds_ = record.seconds;
+    agree_on_failure(collective_, failure);
+    require_same_resumed_state(collective_, state, options_.path, where);
   }
 
   /// Whether checkpoints are written.
@@ -220,10 +227,26 @@ class PhaseACheckpoints {
     const Index K = model_.num_omegas();
     save_checkpoint(options_, file,
                     CheckpointEvent{CheckpointEventKind::saved, "phase_a", stage, 0,
-                                    next_omega < K ? next_omega : -1});
+                                    next_omega < K ? next_omega : -1},
+                    collective_);
   }
 
  private:
+  /// Reads and checks the checkpoint to resume from.
+  void read() {
+    saved_.emplace(load_checkpoint<S>(options_.path, "phase_a", where_));
+    fingerprint_.check(*saved_, where_);
+    PhaseARecord record;
+    read_record(*saved_, "phase_a.", record, where_);
+    if (record.stage != "warmup" && record.stage != "langevin" && record.stage != "done") {
+      throw io_error(std::string(where_) + ": '" + options_.path +
+                     "': metadata 'phase_a.stage' is '" + io::detail::printable_name(record.stage) +
+                     "', expected warmup, langevin or done");
+    }
+    stage_ = record.stage;
+    earlier_seconds_ = record.seconds;
+  }
+
   /// The kind, layout, fingerprint, stage and wall time of every checkpoint.
   void begin(io::ModelFile<S>& file, std::string_view stage) const {
     begin_checkpoint(file, "phase_a");
@@ -250,6 +273,7 @@ class PhaseACheckpoints {
   nn::TextClassifier<Map>& model_;
   std::chrono::steady_clock::time_point start_;
   const char* where_;
+  Collective* collective_;
   RunFingerprint fingerprint_;
   std::optional<io::ModelFile<S>> saved_;
   std::string stage_ = "start";

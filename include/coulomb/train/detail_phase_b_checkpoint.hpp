@@ -3,8 +3,11 @@
 /// @brief Internal: the checkpoints of a Phase B run (train/phase_b.hpp): what they hold besides
 /// the tensors (PhaseBRecord, one field list for writing and reading), the run's fingerprint,
 /// and writing and resuming. The layout is in docs/file_format.md ("Training checkpoints").
+/// With several processes (options.collective), rank 0 writes and every process resumes from
+/// the same file (train/resume.hpp).
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <optional>
 #include <string>
@@ -20,6 +23,7 @@
 #include "../nn/text_classifier.hpp"
 #include "../text/encoder.hpp"
 #include "checkpoint.hpp"
+#include "collective.hpp"
 #include "detail_phase_b_step.hpp"
 #include "detail_record_codec.hpp"
 #include "early_stopping.hpp"
@@ -103,12 +107,14 @@ class PhaseBCheckpoints {
         kind_(context != nullptr ? context->kind : std::string_view("phase_b")),
         running_(context != nullptr ? context->stage : std::string_view("running")),
         stepper_(stepper),
-        stop_(stop) {
+        stop_(stop),
+        collective_(options.collective) {
     if (!enabled()) return;
     fingerprint_.add_model(model);
     fingerprint_.add_dataset("data.train", train);
     fingerprint_.add_dataset("data.validation", validation);
     fingerprint_.add_record("phase_b.", options);
+    add_processes(fingerprint_, collective_);
   }
 
   /// Whether checkpoints are written.
@@ -141,16 +147,39 @@ class PhaseBCheckpoints {
                                    : status == "done"  ? std::string_view("done")
                                                        : running_;
     save_checkpoint(options_, file,
-                    CheckpointEvent{CheckpointEventKind::saved, kind_, stage, history.steps, -1});
+                    CheckpointEvent{CheckpointEventKind::saved, kind_, stage, history.steps, -1},
+                    collective_);
   }
 
   /// With resume set and a checkpoint on disk: checks that it belongs to this run (io_error
   /// naming every differing field, the file, or a position outside this run of `per_epoch`
   /// batches per epoch and `total` steps), restores the model, the optimizer, the tracker and
-  /// the dropout generator (all checked before any is changed), and returns the state.
+  /// the dropout generator (all checked before any is changed), and returns the state. With
+  /// several processes, every process reads the file: io_error on every process when some of
+  /// them do not find it, when any of them cannot resume from it (its message, "process r of
+  /// P: …"), or when they do not all read the same bits.
   std::optional<ResumedPhaseB> resume(Index epochs, Index per_epoch, Index total,
                                       const char* where) {
-    if (!enabled() || !options_.resume || !checkpoint_exists(options_.path)) return std::nullopt;
+    if (!enabled() || !options_.resume || !checkpoint_found(options_.path, collective_, where))
+      return std::nullopt;
+    std::optional<ResumedPhaseB> r;
+    std::uint64_t state = 0;
+    std::exception_ptr failure;
+    try {
+      r = read(epochs, per_epoch, total, where, state);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    agree_on_failure(collective_, failure);
+    require_same_resumed_state(collective_, state, options_.path, where);
+    return r;
+  }
+
+ private:
+  /// resume() on this process; `state` ← the hash of the file's contents and of the restored
+  /// parameters.
+  ResumedPhaseB read(Index epochs, Index per_epoch, Index total, const char* where,
+                     std::uint64_t& state) {
     const io::ModelFile<S> file = load_checkpoint<S>(options_.path, kind_, where);
     fingerprint_.check(file, where);
     PhaseBRecord record;
@@ -179,16 +208,17 @@ class PhaseBCheckpoints {
     if (stop_ != nullptr) restore_early_stopping_state(file, *stop_);
     io::load_parameters(file, params, "model.");
     stepper_.dropout_rng().set_state(record.dropout_rng);
+    state = checkpoint_hash(file) ^ (parameter_hash(params) * 0x9E3779B97F4A7C15ULL);
     return r;
   }
 
- private:
   const CheckpointOptions& options_;
   const PhaseBCheckpointContext<S>* context_;
   std::string_view kind_;
   std::string_view running_;
   PhaseBStepper<S, Map>& stepper_;
   EarlyStopping<S>* stop_;
+  Collective* collective_;
   RunFingerprint fingerprint_;
 };
 

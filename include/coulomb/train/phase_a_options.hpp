@@ -92,7 +92,8 @@ struct PhaseAOptions {
   /// data-parallel Phase B, and each process sums the alignment energy and its gradient over
   /// its share of the rows, the sums taken over the processes at every Langevin step; the
   /// noise comes from the same seed on every process, so Ω is the same bit for bit on each.
-  /// nullptr (or one process): this process alone, bit for bit as without it.
+  /// Rank 0 writes the checkpoints, and every process resumes from the same file. nullptr (or
+  /// one process): this process alone, bit for bit as without it.
   Collective* collective = nullptr;
 
   /// Throws invalid_argument, naming the field, unless every field is valid (and the warm-up's
@@ -101,9 +102,6 @@ struct PhaseAOptions {
     const char* where = "coulomb::train::PhaseAOptions";
     using coulomb::detail::require;
     checkpoint.validate();
-    require(!(checkpoint.enabled() && is_distributed(collective)), where,
-            "argument 'checkpoint.path' is set with a 'collective' of several processes: "
-            "checkpoints of data-parallel runs are not supported yet");
     require(!(langevin.batch_size > 0 && is_distributed(collective)), where,
             "argument 'langevin.batch_size' must be 0 (full batch) with a 'collective' of "
             "several processes, got " +

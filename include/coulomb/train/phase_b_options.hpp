@@ -67,7 +67,8 @@ struct PhaseBOptions {
   CheckpointOptions checkpoint{};  ///< checkpoints and resuming (default: none)
   /// The processes of a data-parallel run (not owned; docs/distributed.md): each takes its
   /// shard_range of every global batch of batch_size sequences, and the gradients are summed
-  /// over the processes before the same clipping and AdamW step on each. nullptr (or a
+  /// over the processes before the same clipping and AdamW step on each; rank 0 writes the
+  /// checkpoints, and every process resumes from the same file (train/resume.hpp). nullptr (or a
   /// Collective of one process): this process alone, bit for bit as without it.
   Collective* collective = nullptr;
 
@@ -76,9 +77,6 @@ struct PhaseBOptions {
     const char* where = "coulomb::train::PhaseBOptions";
     checkpoint.validate();
     using coulomb::detail::require;
-    require(!(checkpoint.enabled() && is_distributed(collective)), where,
-            "argument 'checkpoint.path' is set with a 'collective' of several processes: "
-            "checkpoints of data-parallel runs are not supported yet");
     require(epochs >= 1, where,
             "argument 'epochs' must be at least 1, got " + std::to_string(epochs));
     require(batch_size >= 1, where,

@@ -11,12 +11,20 @@
 /// checkpoint with the same options, data and thread count ends with exactly the bits of the
 /// run that was never interrupted. A checkpoint is replaced atomically (temporary file, fsync,
 /// rename), so a crash while one is written leaves the previous one intact.
+///
+/// Data-parallel runs (a Collective of P > 1 processes, docs/distributed.md): rank 0 alone
+/// writes the checkpoints, and every process learns whether the write succeeded (one sum), so
+/// that a failure makes every process throw the same exception; resuming, every process reads
+/// the same file (which must be visible to every process, e.g. on a shared file system), and the
+/// processes check that they all found it, all read it, and all hold the same state afterwards.
+/// The number of processes is part of the run's fingerprint (the dropout masks depend on it).
 #pragma once
 
 #include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -40,15 +48,20 @@
 #include "../nn/text_classifier.hpp"
 #include "../text/encoder.hpp"
 #include "checkpoint.hpp"
+#include "collective.hpp"
 #include "detail_record_codec.hpp"
 
 namespace coulomb::train {
 
 /// What a checkpoint observer is told about.
 enum class CheckpointEventKind {
-  step,     ///< a training step (Phase B, the warm-up) or a Langevin step (Phase A) was taken
-  writing,  ///< a checkpoint is being written: its first bytes are in the temporary file
-  saved,    ///< a checkpoint was written and renamed over the checkpoint path
+  step,  ///< a training step (Phase B, the warm-up) or a Langevin step (Phase A) was taken
+  /// A checkpoint is being written: its first bytes are in the temporary file (with several
+  /// processes, only on rank 0, which writes).
+  writing,
+  /// A checkpoint was written and renamed over the checkpoint path (with several processes, on
+  /// every process, once every process knows that rank 0's write succeeded).
+  saved,
 };
 
 /// One event of a run with checkpoints (see CheckpointOptions::observer).
@@ -113,6 +126,14 @@ class RunFingerprint {
   /// Adds a Boolean field ("true" / "false").
   void add_bool(std::string field, bool value) { add(std::move(field), value ? "true" : "false"); }
 
+  /// Adds a field that checkpoints written before it existed lack, meaning `missing`: it is
+  /// written only when `value` differs from `missing` (so that such runs write the same
+  /// checkpoints as before), and a checkpoint without it has the value `missing`.
+  void add_defaulted(std::string field, std::string value, std::string missing) {
+    defaults_.emplace_back(field, std::move(missing));
+    add(std::move(field), std::move(value));
+  }
+
   /// Adds every recorded field of `record` (a type with a detail::RecordLayout) as
   /// "<prefix><name>", its value written as a checkpoint writes it.
   template <typename Record>
@@ -170,7 +191,11 @@ class RunFingerprint {
   /// Writes every field as the metadata "fingerprint.<field>" of `file`.
   template <RealScalar S>
   void write(io::ModelFile<S>& file) const {
-    for (const auto& [field, value] : fields_) file.set_metadata("fingerprint." + field, value);
+    for (const auto& [field, value] : fields_) {
+      const std::string* missing = default_of(field);
+      if (missing != nullptr && *missing == value) continue;
+      file.set_metadata("fingerprint." + field, value);
+    }
   }
 
   /// Throws io_error naming the checkpoint and every field whose value in `file` differs from
@@ -182,6 +207,7 @@ class RunFingerprint {
     std::size_t count = 0;
     for (const auto& [field, value] : fields_) {
       const std::string* saved = file.find_metadata("fingerprint." + field);
+      if (saved == nullptr) saved = default_of(field);
       if (saved != nullptr && *saved == value) continue;
       ++count;
       problems += "\n  " + field;
@@ -210,7 +236,15 @@ class RunFingerprint {
     return std::string(buf, static_cast<std::size_t>(n));
   }
 
+  /// The value a checkpoint without `field` has (add_defaulted), else nullptr.
+  const std::string* default_of(const std::string& field) const {
+    for (const auto& [name, missing] : defaults_)
+      if (name == field) return &missing;
+    return nullptr;
+  }
+
   std::vector<std::pair<std::string, std::string>> fields_;
+  std::vector<std::pair<std::string, std::string>> defaults_;  // add_defaulted's fields
 };
 
 namespace detail {
@@ -269,28 +303,158 @@ inline void notify(const CheckpointOptions& options, const CheckpointEvent& even
   if (options.observer) options.observer(event);
 }
 
+/// With several processes (`collective` of P > 1; nothing otherwise, where `failure` is
+/// rethrown as it is): every process passes what it caught at the same point of the run
+/// (nullptr: nothing), and when any process failed, every process throws the same exception:
+/// the class (io_error, numerical_error, invalid_argument, else coulomb::error) and message of
+/// the failure of the lowest failing rank r, prefixed "process r of P: ". Two sums over the
+/// processes and, on a failure, a broadcast of its message; no process is left waiting.
+inline void agree_on_failure(Collective* collective, std::exception_ptr failure) {
+  if (!is_distributed(collective)) {
+    if (failure) std::rethrow_exception(failure);
+    return;
+  }
+  enum Kind : int { none = 0, io = 1, numerical = 2, invalid = 3, other = 4 };
+  int kind = none;
+  std::string message;
+  if (failure) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const io_error& e) {
+      kind = io, message = e.what();
+    } catch (const numerical_error& e) {
+      kind = numerical, message = e.what();
+    } catch (const invalid_argument& e) {
+      kind = invalid, message = e.what();
+    } catch (const std::exception& e) {
+      kind = other, message = e.what();
+    } catch (...) {
+      kind = other, message = "an exception that is not a std::exception";
+    }
+  }
+  const int P = collective->size();
+  const int rank = collective->rank();
+  // Slot r: the kind of rank r's failure (0: none); slot P: the length of the first one's text.
+  std::vector<double> kinds(static_cast<std::size_t>(P) + 1, 0.0);
+  kinds[static_cast<std::size_t>(rank)] = static_cast<double>(kind);
+  collective->sum(std::span<double>(kinds));
+  int first = -1;
+  for (int r = 0; r < P && first < 0; ++r)
+    if (kinds[static_cast<std::size_t>(r)] != 0.0) first = r;
+  if (first < 0) return;
+  const int first_kind = static_cast<int>(kinds[static_cast<std::size_t>(first)]);
+  double length[1] = {rank == first ? static_cast<double>(message.size()) : 0.0};
+  collective->sum(std::span<double>(length));
+  std::vector<std::byte> bytes(static_cast<std::size_t>(length[0]));
+  if (rank == first)
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(message[i]);
+  collective->broadcast(std::span<std::byte>(bytes), first);
+  std::string text = "process " + std::to_string(first) + " of " + std::to_string(P) + ": ";
+  for (const std::byte b : bytes) text += static_cast<char>(b);
+  switch (first_kind) {
+    case io:
+      throw io_error(text);
+    case numerical:
+      throw numerical_error(text);
+    case invalid:
+      throw invalid_argument(text);
+    default:
+      throw error(text);
+  }
+}
+
+/// Whether a checkpoint exists at `path`, the same answer on every process of `collective`
+/// (one sum). Throws io_error on every process, naming the processes that see it and those that
+/// do not, when only some of them see it.
+inline bool checkpoint_found(const std::string& path, Collective* collective,
+                             std::string_view where) {
+  const bool here = checkpoint_exists(path);
+  if (!is_distributed(collective)) return here;
+  const int P = collective->size();
+  std::vector<double> seen(static_cast<std::size_t>(P), 0.0);
+  seen[static_cast<std::size_t>(collective->rank())] = here ? 1.0 : 0.0;
+  collective->sum(std::span<double>(seen));
+  std::string with, without;
+  int count = 0;
+  for (int r = 0; r < P; ++r) {
+    const bool found = seen[static_cast<std::size_t>(r)] != 0.0;
+    count += found ? 1 : 0;
+    std::string& list = found ? with : without;
+    list += (list.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (count == 0) return false;
+  if (count == P) return true;
+  throw io_error(std::string(where) + ": cannot resume: the checkpoint '" + path +
+                 "' exists on process" + (count > 1 ? "es " : " ") + with + " but not on process" +
+                 (P - count > 1 ? "es " : " ") + without + " of " + std::to_string(P) +
+                 " (every process reads the checkpoint: its path must be visible to every "
+                 "process, e.g. on a shared file system)");
+}
+
+/// A 64-bit FNV-1a hash of the encoded contents of `file` (its metadata, blobs and tensors).
+template <RealScalar S>
+std::uint64_t checkpoint_hash(const io::ModelFile<S>& file) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  io::detail::encode_model_file(file, [&h](std::span<const std::byte> bytes) {
+    for (const std::byte b : bytes) {
+      h ^= static_cast<std::uint64_t>(b);
+      h *= 0x100000001b3ULL;
+    }
+  });
+  return h;
+}
+
+/// After every process of `collective` resumed from the checkpoint at `path`: throws io_error
+/// on every process unless `state` (a hash of what it read, and of the parameters it holds) is
+/// the same on all of them. Nothing with one process.
+inline void require_same_resumed_state(Collective* collective, std::uint64_t state,
+                                       const std::string& path, std::string_view where) {
+  if (!is_distributed(collective) || same_on_all(*collective, state)) return;
+  throw io_error(std::string(where) + ": cannot resume: the " + std::to_string(collective->size()) +
+                 " processes read different checkpoints at '" + path +
+                 "' (their hashes differ): every process must read the same file, e.g. on a "
+                 "shared file system");
+}
+
+/// The fingerprint field of the number of processes (absent from the checkpoints of one
+/// process, which were written before it existed).
+inline void add_processes(RunFingerprint& fingerprint, const Collective* collective) {
+  fingerprint.add_defaulted("processes",
+                            std::to_string(collective != nullptr ? collective->size() : 1), "1");
+}
+
 /// Writes `file` atomically at options.path (numerical_error for a non-finite tensor, io_error
 /// when it cannot be written; the previous checkpoint is intact in both cases). Tells the
-/// observer "writing" once the first bytes are in the temporary file, then "saved".
+/// observer "writing" once the first bytes are in the temporary file, then "saved". With
+/// several processes (`collective`), rank 0 alone writes, and every process then throws the same
+/// exception when the write failed (agree_on_failure), else tells its observer "saved".
 template <RealScalar S>
 void save_checkpoint(const CheckpointOptions& options, const io::ModelFile<S>& file,
-                     CheckpointEvent event) {
+                     CheckpointEvent event, Collective* collective = nullptr) {
   const char* where = "coulomb::train::save_checkpoint";
-  io::detail::require_finite_tensors(file, where, options.path);
-  bool told = false;
-  coulomb::write_file_atomically(
-      options.path,
-      [&](auto& sink) {
-        io::detail::encode_model_file(file, [&](std::span<const std::byte> bytes) {
-          sink(bytes);
-          if (!told) {
-            told = true;
-            event.kind = CheckpointEventKind::writing;
-            notify(options, event);
-          }
-        });
-      },
-      where);
+  std::exception_ptr failure;
+  if (collective == nullptr || collective->rank() == 0) {
+    try {
+      io::detail::require_finite_tensors(file, where, options.path);
+      bool told = false;
+      coulomb::write_file_atomically(
+          options.path,
+          [&](auto& sink) {
+            io::detail::encode_model_file(file, [&](std::span<const std::byte> bytes) {
+              sink(bytes);
+              if (!told) {
+                told = true;
+                event.kind = CheckpointEventKind::writing;
+                notify(options, event);
+              }
+            });
+          },
+          where);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  agree_on_failure(collective, failure);
   event.kind = CheckpointEventKind::saved;
   notify(options, event);
 }
