@@ -16,7 +16,11 @@ check:
 	  echo $$? >build-check/ctest.status; \
 	fi
 
+# The unit tests first: their largest unit (models, about 590 s of CPU) is the longest job of the
+# check. Left to make's order it started 233 s into the build and the build ended with it, at
+# 826 s (fresh clone, 2026-12-06); first, it starts within seconds, in this recipe's own slot.
 sanitize:
-	+@cmake --build build-sanitize >build-sanitize/build.log 2>&1; \
+	+@{ cmake --build build-sanitize --target coulomb_tests && cmake --build build-sanitize; } \
+	  >build-sanitize/build.log 2>&1; \
 	  echo $$? >build-sanitize/build.status; \
 	  echo "    build-sanitize/ built after $$(( $$(date +%s) - $(START) )) s (exit status $$(cat build-sanitize/build.status))"

@@ -2,7 +2,7 @@
 #
 #   cmake -DPAGE=<docs/getting_started.md> -DSOURCE_DIR=<coulomb source tree>
 #         -DCOULOMB_BUILD_DIR=<coulomb build tree> -DWORK_DIR=<scratch directory, wiped first>
-#         [-DCONFIG=<build config>] [-DGENERATOR=<generator>] [-DMAKE_PROGRAM=<make>]
+#         [-DCONFIG=<config of the build tree>] [-DGENERATOR=<generator>] [-DMAKE_PROGRAM=<make>]
 #         [-DCXX_COMPILER=<compiler>] [-DEIGEN3_DIR=<dir>] [-DEXE_SUFFIX=.exe]
 #         -P run_getting_started_test.cmake
 #
@@ -99,7 +99,10 @@ set(prefix "${WORK_DIR}/prefix")
 run_step("install coulomb" "${CMAKE_COMMAND}" --install "${COULOMB_BUILD_DIR}" --config "${CONFIG}"
          --prefix "${prefix}")
 
-set(common_args "-DCMAKE_BUILD_TYPE=${CONFIG}" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+# The page's projects are built in Release, as the page tells its reader to: unoptimized, the
+# program's Eigen code ran 18 s of the test's 43 (clang, 2026-12-06); optimized, 0.4 s.
+set(page_config Release)
+set(common_args "-DCMAKE_BUILD_TYPE=${page_config}" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
 if(GENERATOR)
   list(APPEND common_args -G "${GENERATOR}")
 endif()
@@ -129,7 +132,8 @@ if(NOT pos EQUAL 0)
   message(FATAL_ERROR "[docs_getting_started] coulomb was found in '${coulomb_dir}', "
                       "not in the scratch prefix '${real_prefix}'")
 endif()
-run_step("build the page's project" "${CMAKE_COMMAND}" --build "${project_build}" --config "${CONFIG}")
+run_step("build the page's project" "${CMAKE_COMMAND}" --build "${project_build}"
+         --config "${page_config}")
 set(exe "${project_build}/${program}${EXE_SUFFIX}")
 if(NOT EXISTS "${exe}")
   file(GLOB_RECURSE exe "${project_build}/${program}${EXE_SUFFIX}")
