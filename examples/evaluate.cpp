@@ -51,6 +51,7 @@
 
 #include "common/cli.hpp"
 #include "common/json.hpp"
+#include "common/memory.hpp"
 
 namespace {
 
@@ -281,6 +282,7 @@ void write_reliability(const Result& r, const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  coulomb_examples::keep_freed_memory();
   coulomb_examples::CommandLine cli(
       "evaluate",
       "Evaluates a saved text model (written by text_classification, or by "

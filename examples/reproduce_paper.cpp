@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "common/cli.hpp"
+#include "common/memory.hpp"
 #include "common/paper_stats.hpp"
 #include "common/text_experiment.hpp"
 
@@ -275,6 +276,7 @@ void write_report(const paper::RunTable& table, const std::vector<Dataset>& data
 }  // namespace
 
 int main(int argc, char** argv) {
+  coulomb_examples::keep_freed_memory();
   coulomb_examples::CommandLine cli(
       "reproduce_paper",
       "Trains the paper's sentence-benchmark table: per dataset, softmax attention and, for "

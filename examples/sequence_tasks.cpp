@@ -39,6 +39,7 @@
 #include <coulomb/train/sequence_phase_a.hpp>
 
 #include "common/cli.hpp"
+#include "common/memory.hpp"
 #include "common/paper_stats.hpp"
 
 namespace {
@@ -359,6 +360,7 @@ std::vector<std::string> feature_map_keys() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  coulomb_examples::keep_freed_memory();
   coulomb_examples::CommandLine cli(
       "sequence_tasks",
       "Trains the sequence model on ListOps (reduced protocol, classification) and MQAR (one cell "

@@ -43,6 +43,7 @@
 #include <string>
 
 #include "common/cli.hpp"
+#include "common/memory.hpp"
 #include "common/processes.hpp"
 #include "common/text_experiment.hpp"
 
@@ -362,6 +363,7 @@ int run(int argc, char** argv, ce::Processes& processes) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  coulomb_examples::keep_freed_memory();
   std::optional<ce::Processes> processes;
   try {
     processes.emplace("text_classification", &argc, &argv);
