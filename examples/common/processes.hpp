@@ -73,12 +73,12 @@ class Processes {
       : name_(std::move(name)) {
 #ifdef COULOMB_EXAMPLES_MPI
     if (!started_by_mpi_launcher()) return;
-      // Open MPI between processes of one host: copies through its shared-memory buffers instead
-      // of the kernel's cross-process copy (CMA), which pins the other process's pages at every
-      // sum; Phase B with 2 processes was about 6 % faster (noisy; docs/distributed.md, "Cost").
-      // Only when the user has not chosen (an MCA variable in the environment or `--mca` on
-      // mpirun's line).
 #ifndef _WIN32
+    // Open MPI between processes of one host: copies through its shared-memory buffers instead
+    // of the kernel's cross-process copy (CMA), which pins the other process's pages at every
+    // sum; Phase B with 2 processes was about 6 % faster (noisy; docs/distributed.md, "Cost").
+    // Only when the user has not chosen (an MCA variable in the environment or `--mca` on
+    // mpirun's line).
     setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
 #endif
     environment_.emplace(argc, argv);
