@@ -13,17 +13,7 @@ string(REPLACE "|" ";" _mpiflags "${MPIFLAGS}")
 set(_mpirun "${MPIEXEC}" -np ${NP} ${_mpiflags})
 string(REPLACE ";" " " _shown "${_mpirun} ${EXE} ${_args}")
 
-# The timing line differs from run to run; the rest of stdout must not.
-function(_stable_stdout text out)
-  string(REGEX REPLACE "phase A [^\n]* ms per 1,000 sequences\n" "" _text "${text}")
-  set(${out} "${_text}" PARENT_SCOPE)
-endfunction()
-
-function(_metrics_of file out)
-  file(READ "${file}" _json)
-  string(JSON _metrics GET "${_json}" metrics)
-  set(${out} "${_metrics}" PARENT_SCOPE)
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/mpi_cli_common.cmake")
 
 if(MODE STREQUAL "SAME_AS_PLAIN")
   execute_process(COMMAND "${EXE}" ${_args} RESULT_VARIABLE _plain_status

@@ -17,17 +17,7 @@ set(_mpirun "${MPIEXEC}" -np ${NP} ${_mpiflags} "${EXE}")
 file(REMOVE_RECURSE "${DIR}")
 file(MAKE_DIRECTORY "${DIR}")
 
-function(_stable_stdout text out)
-  string(REGEX REPLACE "phase A [^\n]* ms per 1,000 sequences\n" "" _text "${text}")
-  string(REGEX REPLACE "report: [^\n]*\nreliability diagram: [^\n]*\n" "" _text "${_text}")
-  set(${out} "${_text}" PARENT_SCOPE)
-endfunction()
-
-function(_metrics_of file out)
-  file(READ "${file}" _json)
-  string(JSON _metrics GET "${_json}" metrics)
-  set(${out} "${_metrics}" PARENT_SCOPE)
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/mpi_cli_common.cmake")
 
 # 1. Uninterrupted.
 execute_process(COMMAND ${_mpirun} ${_args} --out "${DIR}/full" --model "${DIR}/full.model"
