@@ -128,26 +128,37 @@ struct ShardRange {
   return true;
 }
 
+namespace detail {
+
+/// A 64-bit FNV-1a hash, fed bytes in pieces (parameter_hash, the checkpoints' hash).
+struct Fnv1a {
+  std::uint64_t value = 0xcbf29ce484222325ULL;  ///< the hash of the bytes so far
+
+  /// Adds `bytes` bytes at `data`.
+  void add(const void* data, std::size_t bytes) noexcept {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < bytes; ++i) {
+      value ^= p[i];
+      value *= 0x100000001b3ULL;
+    }
+  }
+};
+
+}  // namespace detail
+
 /// A 64-bit FNV-1a hash of the names, shapes and value bits of `params` (every parameter,
 /// trainable or not), in list order: equal on two processes exactly when they hold the same
 /// parameters bit for bit (up to hash collisions), which data-parallel training guarantees.
 template <RealScalar S>
 [[nodiscard]] std::uint64_t parameter_hash(const nn::ParameterList<S>& params) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  const auto add = [&h](const void* data, std::size_t bytes) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (std::size_t i = 0; i < bytes; ++i) {
-      h ^= p[i];
-      h *= 0x100000001b3ULL;
-    }
-  };
+  detail::Fnv1a h;
   for (const auto& p : params) {
-    add(p.name.data(), p.name.size());
+    h.add(p.name.data(), p.name.size());
     const std::int64_t shape[2] = {p.value->rows(), p.value->cols()};
-    add(shape, sizeof shape);
-    add(p.value->data(), static_cast<std::size_t>(p.value->size()) * sizeof(S));
+    h.add(shape, sizeof shape);
+    h.add(p.value->data(), static_cast<std::size_t>(p.value->size()) * sizeof(S));
   }
-  return h;
+  return h.value;
 }
 
 }  // namespace coulomb::train

@@ -10,7 +10,6 @@
 #pragma once
 
 #include <chrono>
-#include <exception>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -88,16 +87,10 @@ class PhaseACheckpoints {
     fingerprint_.add_record("phase_a.", options);
     add_processes(fingerprint_, collective_);
     if (!options_.resume || !checkpoint_found(options_.path, collective_, where)) return;
-    std::uint64_t state = 0;
-    std::exception_ptr failure;
-    try {
+    resume_together(collective_, options_.path, where, [this](bool hashed) {
       read();
-      state = checkpoint_hash(*saved_);
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    agree_on_failure(collective_, failure);
-    require_same_resumed_state(collective_, state, options_.path, where);
+      return hashed ? checkpoint_hash(*saved_) : std::uint64_t{0};
+    });
   }
 
   /// Whether checkpoints are written.

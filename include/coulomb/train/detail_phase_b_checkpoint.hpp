@@ -7,7 +7,6 @@
 /// the same file (train/resume.hpp).
 #pragma once
 
-#include <exception>
 #include <functional>
 #include <optional>
 #include <string>
@@ -163,23 +162,16 @@ class PhaseBCheckpoints {
     if (!enabled() || !options_.resume || !checkpoint_found(options_.path, collective_, where))
       return std::nullopt;
     std::optional<ResumedPhaseB> r;
-    std::uint64_t state = 0;
-    std::exception_ptr failure;
-    try {
-      r = read(epochs, per_epoch, total, where, state);
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    agree_on_failure(collective_, failure);
-    require_same_resumed_state(collective_, state, options_.path, where);
+    resume_together(collective_, options_.path, where,
+                    [&](bool hashed) { return read(epochs, per_epoch, total, where, hashed, r); });
     return r;
   }
 
  private:
-  /// resume() on this process; `state` ← the hash of the file's contents and of the restored
-  /// parameters.
-  ResumedPhaseB read(Index epochs, Index per_epoch, Index total, const char* where,
-                     std::uint64_t& state) {
+  /// resume() on this process: `out` ← the state; returns, when `hashed`, the hash of the
+  /// file's contents and of the restored parameters (else 0).
+  std::uint64_t read(Index epochs, Index per_epoch, Index total, const char* where, bool hashed,
+                     std::optional<ResumedPhaseB>& out) {
     const io::ModelFile<S> file = load_checkpoint<S>(options_.path, kind_, where);
     fingerprint_.check(file, where);
     PhaseBRecord record;
@@ -208,8 +200,9 @@ class PhaseBCheckpoints {
     if (stop_ != nullptr) restore_early_stopping_state(file, *stop_);
     io::load_parameters(file, params, "model.");
     stepper_.dropout_rng().set_state(record.dropout_rng);
-    state = checkpoint_hash(file) ^ (parameter_hash(params) * 0x9E3779B97F4A7C15ULL);
-    return r;
+    out = std::move(r);
+    return hashed ? checkpoint_hash(file) ^ (parameter_hash(params) * 0x9E3779B97F4A7C15ULL)
+                  : std::uint64_t{0};
   }
 
   const CheckpointOptions& options_;

@@ -394,22 +394,30 @@ inline bool checkpoint_found(const std::string& path, Collective* collective,
 /// A 64-bit FNV-1a hash of the encoded contents of `file` (its metadata, blobs and tensors).
 template <RealScalar S>
 std::uint64_t checkpoint_hash(const io::ModelFile<S>& file) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  io::detail::encode_model_file(file, [&h](std::span<const std::byte> bytes) {
-    for (const std::byte b : bytes) {
-      h ^= static_cast<std::uint64_t>(b);
-      h *= 0x100000001b3ULL;
-    }
-  });
-  return h;
+  Fnv1a h;
+  io::detail::encode_model_file(
+      file, [&h](std::span<const std::byte> bytes) { h.add(bytes.data(), bytes.size()); });
+  return h.value;
 }
 
-/// After every process of `collective` resumed from the checkpoint at `path`: throws io_error
-/// on every process unless `state` (a hash of what it read, and of the parameters it holds) is
-/// the same on all of them. Nothing with one process.
-inline void require_same_resumed_state(Collective* collective, std::uint64_t state,
-                                       const std::string& path, std::string_view where) {
-  if (!is_distributed(collective) || same_on_all(*collective, state)) return;
+/// Resuming from the checkpoint at `path` on every process of `collective` together: calls
+/// `read(hashed)` (which reads the checkpoint and restores from it, and returns a hash of what
+/// it read and of the state it restored when `hashed`, else anything), and throws the same
+/// exception on every process when any of them failed (agree_on_failure), or io_error on every
+/// process when their hashes differ. With one process, `read(false)`, whose exceptions pass.
+template <typename Read>
+void resume_together(Collective* collective, const std::string& path, std::string_view where,
+                     Read&& read) {
+  const bool shared = is_distributed(collective);
+  std::uint64_t state = 0;
+  std::exception_ptr failure;
+  try {
+    state = read(shared);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  agree_on_failure(collective, failure);
+  if (!shared || same_on_all(*collective, state)) return;
   throw io_error(std::string(where) + ": cannot resume: the " + std::to_string(collective->size()) +
                  " processes read different checkpoints at '" + path +
                  "' (their hashes differ): every process must read the same file, e.g. on a "
