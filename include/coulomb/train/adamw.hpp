@@ -24,6 +24,7 @@
 /// (`export_state`, `import_state`; train/checkpoint.hpp writes it into a model file).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -191,18 +192,28 @@ class AdamW {
     const auto inv_sqrt_bias2 = static_cast<S>(1.0 / std::sqrt(bias2));
     const auto eps = static_cast<S>(options_.epsilon);
 
+    // In blocks that stay in the first-level cache: four passes over a block instead of over
+    // the whole tensors (a quarter of the memory traffic for a large embedding table). Each entry
+    // takes the same operations as over the whole tensor: a block starts a multiple of 64
+    // entries from the start, so it keeps the tensor's alignment and vector path.
+    constexpr Index block = 1024;
     std::size_t k = 0;
     for (const auto& p : params) {
       if (!p.trainable) continue;
       Slot& s = *slots[k++];
-      auto theta = p.value->array();
-      const auto g = p.gradient->array();
-      auto m = s.m.array();
-      auto v = s.v.array();
-      if (p.decay && options_.weight_decay != 0.0) theta *= shrink;
-      m = c1 * m + c1m * g;
-      v = c2 * v + c2m * g.square();
-      theta -= step_size * m / (v.sqrt() * inv_sqrt_bias2 + eps);
+      const bool decay = p.decay && options_.weight_decay != 0.0;
+      const Index size = p.value->size();
+      for (Index at = 0; at < size; at += block) {
+        const Index n = std::min(block, size - at);
+        Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>> theta(p.value->data() + at, n);
+        const Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>> g(p.gradient->data() + at, n);
+        Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>> m(s.m.data() + at, n);
+        Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>> v(s.v.data() + at, n);
+        if (decay) theta *= shrink;
+        m = c1 * m + c1m * g;
+        v = c2 * v + c2m * g.square();
+        theta -= step_size * m / (v.sqrt() * inv_sqrt_bias2 + eps);
+      }
     }
     step_ = t;
   }
