@@ -31,7 +31,7 @@ std::string data_file(const std::string& name) {
 }
 
 std::string file_bytes(const std::string& path) {
-  return coulomb::detail::read_file_bytes(path, "test");
+  return coulomb::read_file(path, "test");
 }
 
 /// The message of the io_error thrown by f (fails the test if none is thrown).

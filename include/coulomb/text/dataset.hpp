@@ -218,7 +218,7 @@ inline TextDataset read_text_dataset(const std::string& path,
                                      const TextColumns& columns = TextColumns::sst2(),
                                      const TextReadOptions& options = {}) {
   const char* where = "coulomb::read_text_dataset";
-  const std::string bytes = detail::read_file_bytes(path, where);
+  const std::string bytes = coulomb::read_file(path, where);
   if (detail::has_gzip_magic(bytes)) {
     detail::throw_io_at(where, path, 0,
                         "the file is gzip-compressed; read it with read_text_dataset_gz or "

@@ -151,7 +151,7 @@ inline std::string gunzip(std::string_view compressed, std::string_view source,
 /// Reads and decompresses a whole gzip file. Throws io_error as gunzip, and when the file
 /// cannot be read.
 inline std::string read_gzip_file(const std::string& path, const GzipOptions& options = {}) {
-  const std::string bytes = detail::read_file_bytes(path, "coulomb::read_gzip_file");
+  const std::string bytes = coulomb::read_file(path, "coulomb::read_gzip_file");
   return gunzip(bytes, path, options);
 }
 
@@ -160,7 +160,7 @@ namespace detail {
 /// The bytes of the file at `path`, read once, decompressed when they start with the gzip magic.
 inline std::string read_text_auto(const std::string& path, const GzipOptions& gzip,
                                   std::string_view where) {
-  std::string bytes = read_file_bytes(path, where);
+  std::string bytes = coulomb::read_file(path, where);
   if (has_gzip_magic(bytes)) bytes = gunzip(bytes, path, gzip);
   return bytes;
 }

@@ -18,16 +18,12 @@
 /// This header does not need zlib: gzip-compressed files are read by text/gzip.hpp.
 #pragma once
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "../core/atomic_file.hpp"
 #include "../core/config.hpp"
 #include "../core/error.hpp"
 
@@ -115,35 +111,6 @@ inline std::string join_columns(const std::vector<std::string>& names) {
     out += quote_field(names[i]);
   }
   return out;
-}
-
-/// Reads a whole file as bytes. Throws io_error naming `where` and the path when the file
-/// cannot be opened or read, or is a directory.
-inline std::string read_file_bytes(const std::string& path, std::string_view where) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw_io_at(where, path, 0, "is a directory, not a file");
-  }
-  struct Closer {
-    void operator()(std::FILE* f) const noexcept { std::fclose(f); }
-  };
-  errno = 0;
-  std::unique_ptr<std::FILE, Closer> file(std::fopen(path.c_str(), "rb"));
-  if (!file) {
-    const int err = errno;
-    throw_io_at(where, path, 0,
-                std::string("cannot open the file for reading") +
-                    (err != 0 ? std::string(" (") + std::strerror(err) + ")" : std::string()));
-  }
-  std::string bytes;
-  char buffer[1 << 16];
-  for (;;) {
-    const std::size_t got = std::fread(buffer, 1, sizeof buffer, file.get());
-    bytes.append(buffer, got);
-    if (got < sizeof buffer) break;
-  }
-  if (std::ferror(file.get())) throw_io_at(where, path, 0, "read error");
-  return bytes;
 }
 
 /// True when `bytes` starts with the gzip magic number 1f 8b.
@@ -278,7 +245,7 @@ inline TsvTable parse_tsv(std::string_view text, std::string_view source,
 /// is gzip-compressed (use read_tsv_gz of text/gzip.hpp), has no header, or has a malformed row.
 inline TsvTable read_tsv(const std::string& path, const TsvOptions& options = {}) {
   const char* where = "coulomb::read_tsv";
-  const std::string bytes = detail::read_file_bytes(path, where);
+  const std::string bytes = coulomb::read_file(path, where);
   if (detail::has_gzip_magic(bytes)) {
     detail::throw_io_at(where, path, 0,
                         "the file is gzip-compressed; read it with read_tsv_gz from "

@@ -304,7 +304,7 @@ class Vocabulary {
   /// Loads a vocabulary saved by save(). Throws io_error as parse, and when the file cannot be
   /// read.
   static Vocabulary load(const std::string& path) {
-    const std::string bytes = detail::read_file_bytes(path, "coulomb::Vocabulary::load");
+    const std::string bytes = coulomb::read_file(path, "coulomb::Vocabulary::load");
     return parse(bytes, path);
   }
 
