@@ -6,6 +6,7 @@
 // them anyway (one instantiation of the attention templates per test binary, not two).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <utility>
@@ -512,6 +513,47 @@ TEST_CASE("NnSoftmaxCrossEntropy_ValueGradientAndErrors", "[nn][layers][loss]") 
   Mat<double> nan = Z;
   nan(1, 1) = std::nan("");
   CHECK_THROWS_WITH(coulomb::nn::softmax_cross_entropy(nan, y), Contains("'logits'"));
+}
+
+// The loss runs column by column over the column-major logits; each row must still get the
+// operations of a row-by-row loop in its order (std::exp per entry, sums left to right), so the
+// results are those of this scalar reference bit for bit.
+TEMPLATE_TEST_CASE("NnSoftmaxCrossEntropy_ColumnOrderSameBitsAsRowLoop", "[nn][layers][loss]",
+                   float, double) {
+  using S = TestType;
+  coulomb::Rng rng = coulomb_test::test_rng("NnSoftmaxCrossEntropy_ColumnOrderSameBitsAsRowLoop");
+  const Index B = 37, C = 1031;
+  const Mat<S> Z = (gaussian(B, C, rng) * 6.0).template cast<S>();
+  std::vector<int> y(static_cast<size_t>(B));
+  for (Index b = 0; b < B; ++b)
+    y[static_cast<size_t>(b)] = static_cast<int>(coulomb::uniform_index(C, rng));
+  Mat<S> ref_grad(B, C), ref_probs(B, C);
+  double total = 0.0;
+  const S inv_b = S(1) / static_cast<S>(B);
+  for (Index b = 0; b < B; ++b) {
+    S mx = Z(b, 0);
+    for (Index j = 1; j < C; ++j) mx = std::max(mx, Z(b, j));
+    S sum = 0;
+    for (Index j = 0; j < C; ++j) {
+      ref_probs(b, j) = std::exp(Z(b, j) - mx);
+      sum = j == 0 ? ref_probs(b, j) : sum + ref_probs(b, j);
+    }
+    const Index label = y[static_cast<size_t>(b)];
+    total += static_cast<double>(std::log(sum) - (Z(b, label) - mx));
+    const S scale = inv_b / sum;
+    for (Index j = 0; j < C; ++j) {
+      ref_grad(b, j) = ref_probs(b, j) * scale;
+      ref_probs(b, j) /= sum;
+    }
+    ref_grad(b, label) -= inv_b;
+  }
+  const S ref_loss = static_cast<S>(total / static_cast<double>(B));
+  Mat<S> dZ, probs;
+  CHECK(coulomb::nn::softmax_cross_entropy(Z, y, dZ) == ref_loss);
+  CHECK(coulomb::nn::softmax_cross_entropy(Z, y) == ref_loss);
+  CHECK(dZ == ref_grad);
+  coulomb::nn::softmax_probabilities(Z, probs);
+  CHECK(probs == ref_probs);
 }
 
 }  // namespace nn_layers_test
