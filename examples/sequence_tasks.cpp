@@ -12,6 +12,15 @@
 // (Phase A of train/sequence_phase_a.hpp on the representations chosen by --phase-a, from the
 // model at initialization, then Ω frozen; issue 22, item 4). A runs.csv of the earlier layout
 // (without the phase_a column) is read as vanilla rows and rewritten in the new layout.
+//
+// Built with MPI (common/processes.hpp), it runs as P data-parallel processes under mpirun
+// (docs/distributed.md, "sequence_tasks under mpirun"): every process generates the same splits
+// and model from the seeds and walks the same global batches; process r trains on its shard
+// shard_range(B, r, P) of each, the gradients are summed in one fused buffer per step
+// (train/gradient_sum.hpp) and clipped there, and every process takes the same AdamW step. The
+// development and test accuracies are sharded by evaluation batch, their counts summed exactly.
+// Phase A (learned kernel) runs on every process alike (the same seed, the same Ω). Rank 0
+// alone prints and writes runs.csv.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,6 +30,8 @@
 #include <iostream>
 #include <limits>
 #include <numeric>
+#include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -33,6 +44,8 @@
 #include <coulomb/nn/sequence_batch.hpp>
 #include <coulomb/nn/sequence_model.hpp>
 #include <coulomb/train/adamw.hpp>
+#include <coulomb/train/collective.hpp>
+#include <coulomb/train/gradient_sum.hpp>
 #include <coulomb/train/gradients.hpp>
 #include <coulomb/train/parameter_snapshot.hpp>
 #include <coulomb/train/schedule.hpp>
@@ -41,12 +54,14 @@
 #include "common/cli.hpp"
 #include "common/memory.hpp"
 #include "common/paper_stats.hpp"
+#include "common/processes.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 namespace nn = coulomb::nn;
 namespace paper = coulomb_examples::paper;
+namespace train = coulomb::train;
 using coulomb::Index;
 using Matrix = coulomb::Matrix<float>;
 
@@ -215,15 +230,23 @@ std::span<const int> batch_targets(nn::SequenceHead head, const nn::SequenceBatc
                                                   : std::span<const int>(batch.targets);
 }
 
-/// Accuracy on a split: per sequence (classification) or per query position (MQAR).
+/// Accuracy on a split: per sequence (classification) or per query position (MQAR). With P > 1
+/// processes (`collective`), process r scores the batches shard_range(batches, r, P) and the
+/// counts are summed: the accuracy of one process exactly.
 template <typename Model>
-double accuracy(Model& model, const coulomb::data::TokenSequenceDataset& split, Index batch_size) {
+double accuracy(Model& model, const coulomb::data::TokenSequenceDataset& split, Index batch_size,
+                train::Collective* collective) {
   nn::SequenceBatch batch;
   Matrix logits;
   coulomb::Rng unused(0);
   double correct = 0, total = 0;
   std::vector<Index> idx;
-  for (Index first = 0; first < split.size(); first += batch_size) {
+  const Index batches = (split.size() + batch_size - 1) / batch_size;
+  const train::ShardRange mine = train::is_distributed(collective)
+                                     ? train::shard_range(batches, collective)
+                                     : train::ShardRange{0, batches};
+  for (Index k = mine.begin; k < mine.end; ++k) {
+    const Index first = k * batch_size;
     idx.resize(static_cast<std::size_t>(std::min(batch_size, split.size() - first)));
     std::iota(idx.begin(), idx.end(), first);
     nn::make_sequence_batch(split, idx, batch);
@@ -236,11 +259,99 @@ double accuracy(Model& model, const coulomb::data::TokenSequenceDataset& split, 
       total += 1;
     }
   }
+  if (train::is_distributed(collective)) {
+    double counts[2] = {correct, total};  // integers below 2⁵³: summed exactly
+    collective->sum(std::span<double>(counts));
+    correct = counts[0];
+    total = counts[1];
+  }
   return total > 0 ? correct / total : 0.0;
 }
 
+/// The optimizer step of process r of P > 1 (see the file comment): its shard of the global
+/// batch, padded to the batch's length, with its loss scaled by its share of the batch's
+/// targets (so that the summed gradient is the global mean's); the gradients summed in one
+/// fused buffer and clipped there; then the same AdamW step on every process. Dropout masks of
+/// step t come from (seed, r, t). Non-finite logits or losses on any process make every process
+/// throw the same numerical_error.
+template <typename Model>
+class DataParallelStep {
+ public:
+  DataParallelStep(Model& model, const nn::ParameterList<float>& params,
+                   train::Collective& collective, std::uint64_t seed)
+      : model_(&model),
+        params_(params),
+        collective_(&collective),
+        sum_(params, collective),
+        rank_rng_(
+            coulomb::Rng(seed).split(1).split(static_cast<std::uint64_t>(collective.rank()))) {}
+
+  /// Step `step` (0-based) on the global batch `batch` of the sequences `idx` of `data`; returns
+  /// the global batch's loss.
+  double operator()(const coulomb::data::TokenSequenceDataset& data, std::span<const Index> idx,
+                    const nn::SequenceBatch& batch, Index step, double clip_norm,
+                    train::AdamW<float>& optimizer, double lr) {
+    const nn::SequenceHead head = model_->config().head;
+    const auto targets = static_cast<double>(batch_targets(head, batch).size());
+    const train::ShardRange shard = train::shard_range(batch.size(), collective_);
+    model_->zero_grad();
+    double loss_share = 0.0;
+    bool failed = false;
+    if (shard.size() > 0) {
+      nn::make_sequence_batch(data,
+                              idx.subspan(static_cast<std::size_t>(shard.begin),
+                                          static_cast<std::size_t>(shard.size())),
+                              shard_, batch.length());
+      const auto y = batch_targets(head, shard_);
+      coulomb::Rng rank_rng = rank_rng_;  // the masks of step t: from (seed, rank, t) alone
+      coulomb::Rng rng = rank_rng.split(static_cast<std::uint64_t>(step));
+      try {
+        batch_logits(*model_, shard_, logits_, true, rng);
+        failed = !coulomb::detail::all_finite(logits_);
+      } catch (const coulomb::invalid_argument& e) {
+        // The attention refuses non-finite inputs: a divergence, reported on every process.
+        if (std::string(e.what()).find("non-finite") == std::string::npos) throw;
+        failed = true;
+      }
+      if (!failed && !y.empty()) {
+        const double loss = nn::softmax_cross_entropy(logits_, y, dlogits_);
+        failed = !std::isfinite(loss);
+        if (!failed) {
+          const double share = static_cast<double>(y.size()) / targets;
+          dlogits_ *= static_cast<float>(share);
+          model_->backward(dlogits_);
+          loss_share = share * loss;
+        }
+      }
+    }  // a process without a shard (or failed) sends zero gradients and its flag
+    const auto r = sum_.sum(std::span<const coulomb::TokenId>(
+                                batch.ids.data(), static_cast<std::size_t>(batch.ids.size())),
+                            loss_share, failed, clip_norm);
+    if (r.failures > 0)
+      throw coulomb::numerical_error(
+          "step " + std::to_string(step + 1) + ": the logits or the loss are not finite on " +
+          std::to_string(r.failures) + " of " + std::to_string(collective_->size()) + " processes");
+    // A norm that is not finite: clip_gradient_norm names the parameter.
+    if (!r.clipped) train::clip_gradient_norm(params_, clip_norm);
+    optimizer.step(params_, lr);
+    return r.loss;
+  }
+
+ private:
+  Model* model_;
+  nn::ParameterList<float> params_;
+  train::Collective* collective_;
+  train::GradientSum<float> sum_;
+  coulomb::Rng rank_rng_;  // split(t) gives this process's masks of step t
+  nn::SequenceBatch shard_;
+  Matrix logits_, dlogits_;
+};
+
 template <typename Map>
-RunResult train_task(const Options& o, const Task& task, const coulomb_examples::CommandLine& cli) {
+RunResult train_task(const Options& o, const Task& task, const coulomb_examples::CommandLine& cli,
+                     train::Collective* collective) {
+  const bool distributed = train::is_distributed(collective);
+  const bool root = collective == nullptr || collective->rank() == 0;
   using Clock = std::chrono::steady_clock;
   nn::SequenceModel<Map> model(model_config(o, task), o.seed);
   RunResult result;
@@ -286,9 +397,11 @@ RunResult train_task(const Options& o, const Task& task, const coulomb_examples:
   coulomb::train::ProgressOptions po;
   po.label = task.name + " " + task.cell;
   po.unit = "tokens";
-  const auto progress = cli.make_progress(total, po);
+  const auto progress = root ? cli.make_progress(total, po) : nullptr;
 
   coulomb::Rng dropout_rng = coulomb::Rng(o.seed).split(1);
+  std::optional<DataParallelStep<nn::SequenceModel<Map>>> parallel;
+  if (distributed) parallel.emplace(model, params, *collective, o.seed);
   std::vector<Index> order(static_cast<std::size_t>(train.size()));
   nn::SequenceBatch batch;
   Matrix logits, dlogits;
@@ -305,21 +418,25 @@ RunResult train_task(const Options& o, const Task& task, const coulomb_examples:
       const auto count = std::min(o.batch_size, train.size() - first);
       const std::span<const Index> idx(order.data() + first, static_cast<std::size_t>(count));
       nn::make_sequence_batch(train, idx, batch);
-      batch_logits(model, batch, logits, true, dropout_rng);
-      const double loss =
-          nn::softmax_cross_entropy(logits, batch_targets(task.head, batch), dlogits);
-      model.zero_grad();
-      model.backward(dlogits);
-      coulomb::train::clip_gradient_norm(params, o.clip_norm);
       const double lr = schedule(step);
-      optimizer.step(params, lr);
+      double loss = 0;
+      if (parallel) {
+        loss = (*parallel)(train, idx, batch, step, o.clip_norm, optimizer, lr);
+      } else {
+        batch_logits(model, batch, logits, true, dropout_rng);
+        loss = nn::softmax_cross_entropy(logits, batch_targets(task.head, batch), dlogits);
+        model.zero_grad();
+        model.backward(dlogits);
+        coulomb::train::clip_gradient_norm(params, o.clip_norm);
+        optimizer.step(params, lr);
+      }
       ++step;
       tokens += static_cast<double>(batch.length() * batch.size());
       if (progress) progress->update(step, tokens, {{"loss", loss}, {"lr", lr}});
     }
     train_seconds += std::chrono::duration<double>(Clock::now() - start).count();
     const auto eval_start = Clock::now();
-    const double dev = accuracy(model, task.splits.dev, 64);
+    const double dev = accuracy(model, task.splits.dev, 64, collective);
     eval_seconds += std::chrono::duration<double>(Clock::now() - eval_start).count();
     if (dev > result.dev_accuracy) {
       result.dev_accuracy = dev;
@@ -337,7 +454,7 @@ RunResult train_task(const Options& o, const Task& task, const coulomb_examples:
   if (progress) progress->finish();
   best.restore(params);
   const auto eval_start = Clock::now();
-  result.test_accuracy = accuracy(model, task.splits.test, 64);
+  result.test_accuracy = accuracy(model, task.splits.test, 64, collective);
   eval_seconds += std::chrono::duration<double>(Clock::now() - eval_start).count();
   result.steps = step;
   result.train_seconds = train_seconds;
@@ -346,10 +463,12 @@ RunResult train_task(const Options& o, const Task& task, const coulomb_examples:
   return result;
 }
 
-RunResult run(const Options& o, const Task& task, const coulomb_examples::CommandLine& cli) {
-  if (o.attention == "softmax") return train_task<coulomb::FavorPlus<float>>(o, task, cli);
+RunResult run(const Options& o, const Task& task, const coulomb_examples::CommandLine& cli,
+              train::Collective* collective) {
+  if (o.attention == "softmax")
+    return train_task<coulomb::FavorPlus<float>>(o, task, cli, collective);
   return coulomb::dispatch_feature_map<float>(o.feature_map, [&](auto tag) {
-    return train_task<typename decltype(tag)::type>(o, task, cli);
+    return train_task<typename decltype(tag)::type>(o, task, cli, collective);
   });
 }
 
@@ -357,17 +476,27 @@ std::vector<std::string> feature_map_keys() {
   return {coulomb::feature_map_names.begin(), coulomb::feature_map_names.end()};
 }
 
-}  // namespace
+/// What --help says about running under mpirun.
+std::string processes_help() {
+  if (!coulomb_examples::built_with_mpi())
+    return " This build has no MPI: it runs as one process (docs/distributed.md).";
+  return " It can run as P data-parallel processes with `mpirun -np P sequence_tasks ...` (on "
+         "one host or across hosts; docs/distributed.md): every process generates the same "
+         "data and model from the seeds, each global batch (--batch-size) is split between "
+         "them and their gradients are summed, so every process keeps the same parameters; the "
+         "accuracies are counted over the processes; Phase A runs on every process alike. "
+         "Process 0 alone prints and writes runs.csv. --threads is per process.";
+}
 
-int main(int argc, char** argv) {
-  coulomb_examples::keep_freed_memory();
+int run(int argc, char** argv, coulomb_examples::Processes& processes) {
   coulomb_examples::CommandLine cli(
       "sequence_tasks",
       "Trains the sequence model on ListOps (reduced protocol, classification) and MQAR (one cell "
       "of Zoology's grid, causal language model scored at the query positions) for one variant "
       "and seed, and appends one row per task to <out>/runs.csv (a restart skips the rows "
       "already there): test accuracy at the epoch of the best development accuracy, training "
-      "time and tokens per second.");
+      "time and tokens per second." +
+          processes_help());
   Options o;
   fs::path out = "sequence_tasks_out";
   auto& app = cli.app();
@@ -489,35 +618,45 @@ int main(int argc, char** argv) {
   cli.add_out(out);
   cli.add_progress();
   cli.add_quiet();
-  if (const auto status = cli.parse(argc, argv)) return *status;
-  if (const auto twice = coulomb_examples::repeated_entry(o.tasks))
-    return cli.reject("--task", "'" + *twice + "' is listed twice");
-  if (o.d_model % o.num_heads != 0)
-    return cli.reject("--heads", std::to_string(o.num_heads) + " does not divide --d-model " +
-                                     std::to_string(o.d_model));
-  if (o.positions == "rotary" && (o.d_model / o.num_heads) % 2 != 0)
-    return cli.reject("--positions",
-                      "rotary positions need an even head width, --d-model / "
-                      "--heads = " +
-                          std::to_string(o.d_model / o.num_heads));
-  if (o.kernel == "learned" && o.attention == "softmax")
-    return cli.reject("--kernel", "learned needs linear attention (softmax has no Omega)");
-  if (o.listops_min_length > o.listops_max_length)
-    return cli.reject("--listops-min-length", "is larger than --listops-max-length");
-  if (4 * o.mqar_pairs > o.mqar_length)
-    return cli.reject("--mqar-pairs",
-                      "4 x pairs must be at most --mqar-length (the pairs and "
-                      "every key asked once, in two-token slots)");
+  // The checks before any work, on every process (the output paths on rank 0, which writes
+  // them); the processes then stop together if any of them must.
+  const auto check = [&]() -> std::optional<int> {
+    if (const auto status = cli.parse(argc, argv)) return status;
+    if (const auto twice = coulomb_examples::repeated_entry(o.tasks))
+      return cli.reject("--task", "'" + *twice + "' is listed twice");
+    if (o.d_model % o.num_heads != 0)
+      return cli.reject("--heads", std::to_string(o.num_heads) + " does not divide --d-model " +
+                                       std::to_string(o.d_model));
+    if (o.positions == "rotary" && (o.d_model / o.num_heads) % 2 != 0)
+      return cli.reject("--positions",
+                        "rotary positions need an even head width, --d-model / "
+                        "--heads = " +
+                            std::to_string(o.d_model / o.num_heads));
+    if (o.kernel == "learned" && o.attention == "softmax")
+      return cli.reject("--kernel", "learned needs linear attention (softmax has no Omega)");
+    if (o.listops_min_length > o.listops_max_length)
+      return cli.reject("--listops-min-length", "is larger than --listops-max-length");
+    if (4 * o.mqar_pairs > o.mqar_length)
+      return cli.reject("--mqar-pairs",
+                        "4 x pairs must be at most --mqar-length (the pairs and "
+                        "every key asked once, in two-token slots)");
 
-  coulomb_examples::OutputPlan plan;
-  plan.directory("--out", out);
-  plan.output("--out", out / "runs.csv");
-  if (const auto status = cli.check_paths(plan)) return *status;
+    if (!processes.root()) return std::nullopt;
+    coulomb_examples::OutputPlan plan;
+    plan.directory("--out", out);
+    plan.output("--out", out / "runs.csv");
+    return cli.check_paths(plan);
+  };
+  if (const auto status = processes.agree(check())) return *status;
+  if (processes.size() > 1 && !cli.quiet())
+    std::cerr << "sequence_tasks: data-parallel run: " << processes.size() << " MPI processes, "
+              << o.threads << (o.threads == 1 ? " thread" : " threads") << " each\n";
 
   try {
     paper::RunTable table(key_names, value_names);
     const std::string csv = (out / "runs.csv").string();
-    const std::size_t found = load_runs(table, csv);
+    // Rank 0 reads runs.csv and decides what to skip (below); the others follow it.
+    const std::size_t found = processes.root() ? load_runs(table, csv) : 0;
     const std::string map = o.attention == "softmax" ? "none" : o.feature_map;
     Index trained = 0;
     for (const auto& name : o.tasks) {
@@ -531,7 +670,10 @@ int main(int argc, char** argv) {
           o.kernel == "learned" ? o.phase_a : "none",
           o.attention == "softmax" ? "0" : std::to_string(o.features),
           std::to_string(o.seed)};
-      if (table.contains(keys)) {
+      double skip = processes.root() && table.contains(keys) ? 1.0 : 0.0;
+      if (auto* collective = processes.collective())
+        collective->sum(std::span<double>(&skip, 1));  // rank 0's decision on every process
+      if (skip > 0.0) {
         if (!cli.quiet())
           std::cerr << "sequence_tasks: " << name << " " << cell << " is in " << csv << " already ("
                     << found << " rows read); skipped\n";
@@ -539,7 +681,7 @@ int main(int argc, char** argv) {
       }
       if (!cli.quiet()) std::cerr << "sequence_tasks: generating " << name << " " << cell << "\n";
       const Task task = make_task(name, o);
-      const RunResult r = run(o, task, cli);
+      const RunResult r = run(o, task, cli, processes.collective());
       paper::RunRow row;
       row.keys = keys;
       row.values = {r.test_accuracy,
@@ -554,7 +696,7 @@ int main(int argc, char** argv) {
                     r.phase_a_seconds,
                     r.alignment_before,
                     r.alignment_after};
-      table.append(csv, std::move(row));
+      if (processes.root()) table.append(csv, std::move(row));
       ++trained;
       if (!cli.quiet())
         std::cerr << "sequence_tasks: " << name << " " << task.cell << ": test accuracy "
@@ -566,6 +708,20 @@ int main(int argc, char** argv) {
       std::cerr << "sequence_tasks: " << trained << " run(s) appended to " << csv << "\n";
     return cli.finish(0);
   } catch (const std::exception& e) {
-    return cli.finish(cli.fail(e));
+    return cli.finish(processes.fail(e));
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  coulomb_examples::keep_freed_memory();
+  std::optional<coulomb_examples::Processes> processes;
+  try {
+    processes.emplace("sequence_tasks", &argc, &argv);
+  } catch (const std::exception& e) {
+    std::cerr << "sequence_tasks: " << e.what() << "\n";
+    return 1;
+  }
+  return run(argc, argv, *processes);
 }

@@ -3,8 +3,9 @@
 // shard_range splits B items into P contiguous shards in rank order that cover each item once
 // and differ in size by at most one, and refuses bad arguments; SingleProcess is rank 0 of 1,
 // its sum leaves the values and its broadcast the bytes as they are, and a value is the same on
-// all of one process; parameter_hash sees every bit, name and shape. The distributed side is
-// tests/mpi/mpi_training_test.cpp (mpirun).
+// all of one process; parameter_hash sees every bit, name and shape; GradientSum packs the
+// gradients (of the token table, the rows of the batch's ids), sums, clips and unpacks them. The
+// distributed side is tests/mpi/mpi_training_test.cpp (mpirun).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include <coulomb/train/collective.hpp>
+#include <coulomb/train/gradient_sum.hpp>
+#include <coulomb/train/gradients.hpp>
 
 namespace collective_test {
 
@@ -91,6 +94,84 @@ TEST_CASE("ParameterHash_SeesValuesNamesAndShapes", "[collective]") {
   CHECK(hash(List{{.name = "w", .value = &b}}) != h);  // shape, same values
   a(1, 2) = std::nextafter(0.5f, 1.0f);                // one bit of one entry
   CHECK(hash(List{{.name = "w", .value = &a}}) != h);
+}
+
+/// Two processes that hold the same buffer: the sum doubles every value.
+class TwoEqualProcesses final : public coulomb::train::Collective {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  void sum(std::span<float> values) override {
+    for (float& v : values) v *= 2.0f;
+  }
+  void sum(std::span<double> values) override {
+    for (double& v : values) v *= 2.0;
+  }
+  void broadcast(std::span<std::byte>, int) override {}
+};
+
+/// A token table (5 × 3) with gradients on rows 1 and 3 only, a dense 2 × 2 and a frozen 2 × 1.
+struct GradientFixture {
+  coulomb::Matrix<float> table = coulomb::Matrix<float>::Zero(5, 3), dtable = table;
+  coulomb::Matrix<float> dense = coulomb::Matrix<float>::Zero(2, 2), ddense = dense;
+  coulomb::Matrix<float> frozen = coulomb::Matrix<float>::Ones(2, 1), dfrozen = frozen;
+  coulomb::nn::ParameterList<float> params{{"embedding.token", &table, &dtable, true, true},
+                                           {"dense", &dense, &ddense, true, true},
+                                           {"omega", &frozen, &dfrozen, false, false}};
+  GradientFixture() {
+    dtable.row(1) << 0.5f, -1.0f, 2.0f;
+    dtable.row(3) << 1.5f, 0.25f, -0.75f;
+    ddense << 1.0f, -2.0f, 3.0f, 0.5f;
+  }
+};
+
+TEST_CASE("GradientSum_PacksTheBatchRowsAndClipsAsClipGradientNorm", "[collective]") {
+  GradientFixture packed, reference;
+  coulomb::train::SingleProcess one;
+  coulomb::train::GradientSum<float> sum(packed.params, one);
+  const std::vector<coulomb::TokenId> ids{3, 1, 3, 0, 99};  // 0: padding; 99: outside, skipped
+  const auto r = sum.sum(ids, 0.75, false, 1.0);
+  CHECK(sum.table_rows() == std::vector<Index>{0, 1, 3});
+  CHECK(sum.buffer_size() == 3 * 3 + 4 + 2);  // three table rows, the dense, loss and flag
+  CHECK(r.loss == 0.75);
+  CHECK(r.failures == 0);
+  CHECK(r.clipped);
+  const double norm = coulomb::train::clip_gradient_norm(reference.params, 1.0);
+  CHECK(r.norm == Approx(norm).epsilon(1e-12));
+  CHECK(packed.dtable.isApprox(reference.dtable, 1e-6f));
+  CHECK(packed.ddense.isApprox(reference.ddense, 1e-6f));
+  CHECK(packed.dfrozen == reference.dfrozen);  // not summed
+}
+
+TEST_CASE("GradientSum_SumsOverTheProcesses", "[collective]") {
+  GradientFixture f;
+  const coulomb::Matrix<float> dtable = f.dtable, ddense = f.ddense;
+  TwoEqualProcesses two;
+  coulomb::train::GradientSum<float> sum(f.params, two);
+  const std::vector<coulomb::TokenId> ids{1, 3};
+  // No clipping: the gradients of the global batch, the loss summed.
+  auto r = sum.sum(ids, 0.5, false, 0.0);
+  CHECK_FALSE(r.clipped);
+  CHECK(std::isnan(r.norm));
+  CHECK(r.loss == 1.0);
+  CHECK(f.dtable == 2.0f * dtable);
+  CHECK(f.ddense == 2.0f * ddense);
+  // A failure on the processes: counted, the gradients left alone.
+  r = sum.sum(ids, 0.5, true, 1.0);
+  CHECK(r.failures == 2);
+  CHECK(f.ddense == 2.0f * ddense);
+  // Only the rows of the batch are summed: row 3 of the table is not packed.
+  r = sum.sum(std::vector<coulomb::TokenId>{1}, 0.0, false, 0.0);
+  CHECK(f.dtable.row(1) == 4.0f * dtable.row(1));
+  CHECK(f.dtable.row(3) == 2.0f * dtable.row(3));
+  // A gradient that is not finite: summed and unpacked, not clipped (the caller names it).
+  f.ddense(0, 0) = std::numeric_limits<float>::infinity();
+  r = sum.sum(ids, 0.0, false, 1.0);
+  CHECK_FALSE(r.clipped);
+  CHECK(std::isinf(f.ddense(0, 0)));
+  // A parameter without a gradient is refused.
+  coulomb::nn::ParameterList<float> bad{{"w", &f.dense, nullptr, true, true}};
+  CHECK_THROWS_AS(coulomb::train::GradientSum<float>(bad, two), coulomb::invalid_argument);
 }
 
 }  // namespace collective_test

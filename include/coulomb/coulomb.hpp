@@ -85,6 +85,7 @@
 #include "train/collective.hpp"
 #include "train/early_stopping.hpp"
 #include "train/evaluation.hpp"
+#include "train/gradient_sum.hpp"
 #include "train/gradients.hpp"
 #include "train/overlap_head.hpp"
 #include "train/parameter_snapshot.hpp"

@@ -13,15 +13,14 @@
 /// share B_r/B, packs the gradients of every trainable parameter (then its loss share and a
 /// failure flag) into one contiguous buffer and sums it over the processes in one call, so that
 /// every process holds g = ∂loss/∂θ of the global batch before the same clipping and AdamW
-/// step. Its dropout masks come from a generator derived from (seed, r, step). Of the token
-/// embedding table only the rows of the ids in the global batch can have a gradient (every
-/// process knows the whole batch), so only those rows are packed: about a tenth of the table
-/// for a batch of 32 sentences, where the table is most of the model's parameters.
+/// step (the buffer: train/gradient_sum.hpp, which packs only the token table's rows of the ids
+/// in the global batch). Its dropout masks come from a generator derived from (seed, r, step).
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
@@ -39,6 +38,7 @@
 #include "../text/batching.hpp"
 #include "adamw.hpp"
 #include "collective.hpp"
+#include "gradient_sum.hpp"
 #include "gradients.hpp"
 #include "phase_b_options.hpp"
 #include "schedule.hpp"
@@ -79,7 +79,7 @@ class PhaseBStepper {
         collective_(is_distributed(options.collective) ? options.collective : nullptr) {
     if (collective_) {
       rank_rng_ = dropout_rng.split(static_cast<std::uint64_t>(collective_->rank()));
-      token_table_ = find_token_table(params_);
+      gradient_sum_.emplace(params_, *collective_);
     }
     const Index total = std::max<Index>(total_steps, 1);
     const PhaseBSchedule& s = options.schedule;
@@ -182,91 +182,23 @@ class PhaseBStepper {
       }
     }  // a failed process sends zero gradients (zero_grad above) and its flag
 
-    // One fused buffer: every trainable gradient in list order (of the token table, the rows
-    // of the batch's ids only: the others are zero on every process), the loss share, the
-    // failures.
-    batch_rows(batch);
-    Index n = 0;
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      if (!params_[i].trainable) continue;
-      n += i == token_table_ ? static_cast<Index>(rows_.size()) * params_[i].gradient->cols()
-                             : params_[i].gradient->size();
-    }
-    fused_.resize(n + 2);
-    Index at = 0;
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      const auto& p = params_[i];
-      if (!p.trainable) continue;
-      if (i == token_table_) {
-        for (Index j = 0; j < p.gradient->cols(); ++j)
-          for (const Index r : rows_) fused_(at++) = (*p.gradient)(r, j);
-        continue;
-      }
-      fused_.segment(at, p.gradient->size()) = p.gradient->reshaped();
-      at += p.gradient->size();
-    }
-    fused_(n) = static_cast<S>(loss_share);
-    fused_(n + 1) = failed ? S(1) : S(0);
-    collective_->sum(std::span<S>(fused_.data(), static_cast<std::size_t>(fused_.size())));
-    if (fused_(n + 1) > S(0)) {
+    // One fused buffer (train/gradient_sum.hpp): every trainable gradient, the loss share, the
+    // failures, summed over the processes and clipped there.
+    const GradientSumResult sum = gradient_sum_->sum(
+        std::span<const TokenId>(batch.ids.data(), static_cast<std::size_t>(batch.ids.size())),
+        loss_share, failed, clip_norm_);
+    if (sum.failures > 0) {
       std::ostringstream os;
-      os << "the logits or the loss are not finite on " << static_cast<long long>(fused_(n + 1))
+      os << "the logits or the loss are not finite on " << static_cast<long long>(sum.failures)
          << " of " << collective_->size() << " processes";
       overflow(t, where, os.str());
     }
-    // The clipping norm from the buffer, which holds every non-zero gradient entry in fewer
-    // entries than the gradients, scaled there before unpacking. Not finite: update() names
-    // the parameter.
-    bool clipped = false;
-    if (clip_norm_ > 0.0) {
-      const double norm = std::sqrt(sum_of_squares(fused_.data(), n));
-      if (std::isfinite(norm)) {
-        if (norm > clip_norm_) fused_.head(n) *= static_cast<S>(clip_norm_ / norm);
-        clipped = true;
-      }
-    }
-    at = 0;
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      const auto& p = params_[i];
-      if (!p.trainable) continue;
-      if (i == token_table_) {
-        for (Index j = 0; j < p.gradient->cols(); ++j)
-          for (const Index r : rows_) (*p.gradient)(r, j) = fused_(at++);
-        continue;
-      }
-      p.gradient->reshaped() = fused_.segment(at, p.gradient->size());
-      at += p.gradient->size();
-    }
-    if (clipped)
+    // Not clipped (a norm that is not finite): update() names the parameter.
+    if (sum.clipped)
       adamw_.step(params_, schedule_(steps()));
     else
       update(t);
-    return static_cast<double>(fused_(n));
-  }
-
-  /// rows_ ← the distinct ids of `batch` (padding included), in increasing order: the rows of
-  /// the token table that the backward of any shard of it can write.
-  void batch_rows(const TokenBatch& batch) {
-    rows_.clear();
-    if (token_table_ == no_table) return;
-    seen_.assign(static_cast<std::size_t>(params_[token_table_].gradient->rows()), 0);
-    const TokenId* ids = batch.ids.data();
-    for (Index k = 0; k < batch.ids.size(); ++k) {
-      // The model's forward has checked every id of the shards against the table; a process
-      // without a shard has not, so ids outside it are left to the others' error.
-      const TokenId id = ids[k];
-      if (id >= 0 && static_cast<std::size_t>(id) < seen_.size())
-        seen_[static_cast<std::size_t>(id)] = 1;
-    }
-    for (std::size_t r = 0; r < seen_.size(); ++r)
-      if (seen_[r]) rows_.push_back(static_cast<Index>(r));
-  }
-
-  /// The index of the trainable token table "embedding.token" in `params`, or no_table.
-  static std::size_t find_token_table(const nn::ParameterList<S>& params) {
-    for (std::size_t i = 0; i < params.size(); ++i)
-      if (params[i].trainable && params[i].name == "embedding.token") return i;
-    return no_table;
+    return sum.loss;
   }
 
   // The step checks the gradients itself (with the clipping norm) and the values on overflow.
@@ -295,11 +227,7 @@ class PhaseBStepper {
   Collective* collective_;  // nullptr: one process
   Rng rank_rng_{0};         // of this process (data-parallel only): split(step) gives the masks
   TokenBatch shard_;        // this process's part of the batch (data-parallel only)
-  Vector<S> fused_;         // the gradients, loss share and failures summed over the processes
-  static constexpr std::size_t no_table = static_cast<std::size_t>(-1);
-  std::size_t token_table_ = no_table;  // the token table in params_ (data-parallel only)
-  std::vector<Index> rows_;             // its rows with ids in the batch
-  std::vector<unsigned char> seen_;     // which ids are in the batch
+  std::optional<GradientSum<S>> gradient_sum_;  // the fused sum (data-parallel only)
   Matrix<S> logits_, dlogits_;
 };
 
