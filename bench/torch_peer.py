@@ -22,11 +22,11 @@ gradients for Q, K, V and Ω with autograd.
 """
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
+
+from peer_common import child_config, run_children, set_threads
 
 D_HEAD = 64
 M = 256
@@ -36,11 +36,7 @@ def run_one(threads, lengths, heads_list, repeats, min_time, max_softmax_gib):
     import torch
     import torch.nn.functional as F
 
-    torch.set_num_threads(threads)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass
+    set_threads(torch, threads)
     gen = torch.Generator().manual_seed(1)
     sdpa = getattr(F, "scaled_dot_product_attention", None)
     sdpa_private = sdpa is None and hasattr(F, "_scaled_dot_product_attention")
@@ -140,12 +136,9 @@ def run_one(threads, lengths, heads_list, repeats, min_time, max_softmax_gib):
                                     heads=heads, threads=threads, median_ms=best[1],
                                     median_cpu_ms=best[3], samples=best[2]))
             print(f"# threads {threads} heads {heads} L {L} done", file=sys.stderr, flush=True)
-    info = dict(torch=torch.__version__, threads=threads,
-                parallel=torch.__config__.parallel_info().splitlines()[1:4],
-                sdpa=("F.scaled_dot_product_attention" if not sdpa_private else
-                      "F._scaled_dot_product_attention") if sdpa is not None else "none",
-                malloc_mmap_max=os.environ.get("MALLOC_MMAP_MAX_"),
-                malloc_trim_threshold=os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+    info = child_config(torch, threads,
+                        sdpa=("F.scaled_dot_product_attention" if not sdpa_private else
+                              "F._scaled_dot_product_attention") if sdpa is not None else "none")
     return dict(config=info, records=records)
 
 
@@ -168,29 +161,11 @@ def main():
         json.dump(out, sys.stdout)
         return 0
 
-    results = []
-    for t in args.threads:
-        env = dict(os.environ)
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[var] = str(t)
-        env.setdefault("MALLOC_MMAP_MAX_", "0")
-        env.setdefault("MALLOC_TRIM_THRESHOLD_", "68719476736")
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", "--threads", str(t),
-               "--repeats", str(args.repeats), "--min-time", str(args.min_time),
-               "--max-softmax-gib", str(args.max_softmax_gib),
-               "--lengths", *map(str, args.lengths), "--heads", *map(str, args.heads)]
-        res = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True)
-        results.append(json.loads(res.stdout))
-    merged = dict(configs=[r["config"] for r in results],
-                  date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                  load=os.getloadavg(),
-                  records=[rec for r in results for rec in r["records"]])
-    text = json.dumps(merged, indent=1)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(text)
-    else:
-        print(text)
+    merged = run_children(__file__, args.threads,
+                          ["--repeats", str(args.repeats), "--min-time", str(args.min_time),
+                           "--max-softmax-gib", str(args.max_softmax_gib),
+                           "--lengths", *map(str, args.lengths),
+                           "--heads", *map(str, args.heads)], args.json)
     print("| impl | pass | L | heads | threads | median (ms) | variant |", file=sys.stderr)
     print("|---|---|---:|---:|---:|---:|---|", file=sys.stderr)
     for r in merged["records"]:

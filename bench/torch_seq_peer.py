@@ -37,11 +37,11 @@ above, set for the children when missing).
 import argparse
 import json
 import math
-import os
 import statistics
-import subprocess
 import sys
 import time
+
+from peer_common import child_config, count_parameters, encoder_layer_class, run_children, set_threads
 
 D_MODEL = 64
 HEADS = 2
@@ -136,21 +136,7 @@ def build(torch, task, attention):
                 out = torch.softmax(scores, dim=-1) @ v
             return self.w_o(out.transpose(1, 2).reshape(B, L, D_MODEL))
 
-    class EncoderLayer(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.norm1 = nn.LayerNorm(D_MODEL, eps=1e-5)
-            self.attention = Attention()
-            self.drop1 = nn.Dropout(DROPOUT)
-            self.norm2 = nn.LayerNorm(D_MODEL, eps=1e-5)
-            self.ffn1 = nn.Linear(D_MODEL, D_FF)
-            self.ffn2 = nn.Linear(D_FF, D_MODEL)
-            self.drop2 = nn.Dropout(DROPOUT)
-
-        def forward(self, x, cos, sin):
-            x = x + self.drop1(self.attention(self.norm1(x), cos, sin))
-            h = F.gelu(self.ffn1(self.norm2(x)), approximate="tanh")
-            return x + self.drop2(self.ffn2(h))
+    EncoderLayer = encoder_layer_class(torch, Attention, D_MODEL, D_FF, DROPOUT)
 
     class SequenceModel(nn.Module):
         def __init__(self):
@@ -185,12 +171,6 @@ def rotary_tables(torch, L):
     return angle.cos().float(), angle.sin().float()
 
 
-def count_parameters(model):
-    trainable = sum(p.numel() for p in model.parameters())
-    frozen = sum(b.numel() for name, b in model.named_buffers() if name.endswith("omega"))
-    return dict(total=trainable + frozen, trainable=trainable, frozen_omega=frozen)
-
-
 def make_batch(torch, gen, task, L):
     if task == "listops":
         ids = torch.randint(1, LISTOPS_VOCAB, (BATCH, L), generator=gen)
@@ -207,11 +187,7 @@ def run_one(threads, tasks, attentions, repeats, min_time, inference):
     import torch
     import torch.nn.functional as F
 
-    torch.set_num_threads(threads)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass
+    set_threads(torch, threads)
     gen = torch.Generator().manual_seed(1)
 
     def timeit(fn, repeats_here):
@@ -288,11 +264,7 @@ def run_one(threads, tasks, attentions, repeats, min_time, inference):
                 print(f"# threads {threads} inference listops {attention} L {L}: {ms:.1f} ms",
                       file=sys.stderr, flush=True)
 
-    info = dict(torch=torch.__version__, threads=threads,
-                parallel=torch.__config__.parallel_info().splitlines()[1:4],
-                parameters=params,
-                malloc_mmap_max=os.environ.get("MALLOC_MMAP_MAX_"),
-                malloc_trim_threshold=os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+    info = child_config(torch, threads, parameters=params)
     return dict(config=info, records=records)
 
 
@@ -326,31 +298,11 @@ def main():
         json.dump(out, sys.stdout)
         return 0
 
-    results = []
-    for t in args.threads:
-        env = dict(os.environ)
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[var] = str(t)
-        env.setdefault("MALLOC_MMAP_MAX_", "0")
-        env.setdefault("MALLOC_TRIM_THRESHOLD_", "68719476736")
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", "--threads", str(t),
-               "--repeats", str(args.repeats), "--min-time", str(args.min_time),
-               "--task", *args.task, "--attention", *args.attention]
-        if args.no_inference:
-            cmd.append("--no-inference")
-        res = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True)
-        results.append(json.loads(res.stdout))
-    merged = dict(configs=[r["config"] for r in results],
-                  date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                  load=os.getloadavg(),
-                  records=[rec for r in results for rec in r["records"]])
-    text = json.dumps(merged, indent=1)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(text)
-    else:
-        print(text)
-    print("parameters:", json.dumps(results[0]["config"]["parameters"]), file=sys.stderr)
+    merged = run_children(__file__, args.threads,
+                          ["--repeats", str(args.repeats), "--min-time", str(args.min_time),
+                           "--task", *args.task, "--attention", *args.attention,
+                           *(["--no-inference"] if args.no_inference else [])], args.json)
+    print("parameters:", json.dumps(merged["configs"][0]["parameters"]), file=sys.stderr)
     return 0
 
 

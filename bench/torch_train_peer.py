@@ -38,11 +38,11 @@ libblas.so.3 (docs/benchmarks.md).
 import argparse
 import json
 import math
-import os
 import statistics
-import subprocess
 import sys
 import time
+
+from peer_common import child_config, count_parameters, encoder_layer_class, run_children, set_threads
 
 VOCAB = 16384
 D_MODEL = 64
@@ -106,21 +106,7 @@ def build(torch, attention, max_length, softmax_impl="explicit"):
                 out = torch.softmax(scores, dim=-1) @ v
             return self.w_o(out.transpose(1, 2).reshape(B, L, D_MODEL))
 
-    class EncoderLayer(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.norm1 = nn.LayerNorm(D_MODEL, eps=1e-5)
-            self.attention = Attention()
-            self.drop1 = nn.Dropout(DROPOUT)
-            self.norm2 = nn.LayerNorm(D_MODEL, eps=1e-5)
-            self.ffn1 = nn.Linear(D_MODEL, D_FF)
-            self.ffn2 = nn.Linear(D_FF, D_MODEL)
-            self.drop2 = nn.Dropout(DROPOUT)
-
-        def forward(self, x, mask):
-            x = x + self.drop1(self.attention(self.norm1(x), mask))
-            h = F.gelu(self.ffn1(self.norm2(x)), approximate="tanh")
-            return x + self.drop2(self.ffn2(h))
+    EncoderLayer = encoder_layer_class(torch, Attention, D_MODEL, D_FF, DROPOUT)
 
     class TextClassifier(nn.Module):
         def __init__(self):
@@ -151,12 +137,6 @@ def build(torch, attention, max_length, softmax_impl="explicit"):
     return TextClassifier()
 
 
-def count_parameters(model):
-    trainable = sum(p.numel() for p in model.parameters())
-    frozen = sum(b.numel() for name, b in model.named_buffers() if name.endswith("omega"))
-    return dict(total=trainable + frozen, trainable=trainable, frozen_omega=frozen)
-
-
 def make_batch(torch, gen, B, L, min_length):
     lengths = torch.randint(min_length, L + 1, (B,), generator=gen)
     mask = torch.arange(L).unsqueeze(0) < lengths.unsqueeze(1)  # B × L
@@ -169,11 +149,7 @@ def run_one(threads, train_lengths, inference_lengths, repeats, min_time, attent
     import torch
     import torch.nn.functional as F
 
-    torch.set_num_threads(threads)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass
+    set_threads(torch, threads)
     torch.manual_seed(1)
     gen = torch.Generator().manual_seed(1)
 
@@ -258,13 +234,10 @@ def run_one(threads, train_lengths, inference_lengths, repeats, min_time, attent
             print(f"# threads {threads} inference {attention} L {L}: {ms:.2f} ms ({variant})",
                   file=sys.stderr, flush=True)
 
-    info = dict(torch=torch.__version__, threads=threads,
-                parallel=torch.__config__.parallel_info().splitlines()[1:4],
-                blas=[line.strip() for line in torch.__config__.show().splitlines()
-                      if "BLAS" in line][:2],
-                parameters=params,
-                malloc_mmap_max=os.environ.get("MALLOC_MMAP_MAX_"),
-                malloc_trim_threshold=os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+    info = child_config(torch, threads,
+                        blas=[line.strip() for line in torch.__config__.show().splitlines()
+                              if "BLAS" in line][:2],
+                        parameters=params)
     return dict(config=info, records=records)
 
 
@@ -300,35 +273,12 @@ def main():
         json.dump(out, sys.stdout)
         return 0
 
-    results = []
-    for t in args.threads:
-        env = dict(os.environ)
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[var] = str(t)
-        env.setdefault("MALLOC_MMAP_MAX_", "0")
-        env.setdefault("MALLOC_TRIM_THRESHOLD_", "68719476736")
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", "--threads", str(t),
-               "--repeats", str(args.repeats), "--min-time", str(args.min_time),
-               "--train-lengths", *map(str, args.train_lengths),
-               "--inference-lengths", *map(str, args.inference_lengths),
-               "--attention", *args.attention]
-        load_before = os.getloadavg()
-        res = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True)
-        out = json.loads(res.stdout)
-        out["config"]["load_before"] = load_before
-        out["config"]["load_after"] = os.getloadavg()
-        results.append(out)
-    merged = dict(configs=[r["config"] for r in results],
-                  date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                  load=os.getloadavg(),
-                  records=[rec for r in results for rec in r["records"]])
-    text = json.dumps(merged, indent=1)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(text)
-    else:
-        print(text)
-    print("parameters:", json.dumps(results[0]["config"]["parameters"]), file=sys.stderr)
+    merged = run_children(__file__, args.threads,
+                           ["--repeats", str(args.repeats), "--min-time", str(args.min_time),
+                            "--train-lengths", *map(str, args.train_lengths),
+                            "--inference-lengths", *map(str, args.inference_lengths),
+                            "--attention", *args.attention], args.json)
+    print("parameters:", json.dumps(merged["configs"][0]["parameters"]), file=sys.stderr)
     print("| kind | attention | L | B | threads | median (ms) | tokens/s | variant |",
           file=sys.stderr)
     print("|---|---|---:|---:|---:|---:|---:|---|", file=sys.stderr)
