@@ -55,11 +55,15 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+
+extern char** environ;  // the environment, passed on to the child processes
 
 namespace {
 
@@ -300,14 +304,15 @@ int peak_memory() {
   for (const char* attention : {"linear", "softmax"}) {
     for (const int L : listops_lengths) {
       if (std::strcmp(attention, "softmax") == 0 && L > softmax_longest) continue;
-      const std::string cmd =
-          std::string("'") + self + "' --peak-one=listops/" + attention + "/" + std::to_string(L);
-      FILE* child = popen(cmd.c_str(), "r");
-      if (!child) return 1;
-      char line[256];
-      while (std::fgets(line, sizeof(line), child)) std::fputs(line, stdout);
+      // The child writes its line to the same standard output; an argument vector, no shell.
+      std::string arg = std::string("--peak-one=listops/") + attention + "/" + std::to_string(L);
+      char* args[] = {self, arg.data(), nullptr};
       std::fflush(stdout);
-      if (pclose(child) != 0) return 1;
+      pid_t pid = 0;
+      if (posix_spawn(&pid, self, nullptr, nullptr, args, environ) != 0) return 1;
+      int status = 0;
+      if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return 1;
     }
   }
   return 0;
