@@ -24,10 +24,11 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <string>
 
 #include <coulomb/coulomb.hpp>
+
+#include "bench_common.hpp"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -35,19 +36,14 @@
 
 namespace {
 
+using coulomb_bench::set_threads;
+
 using coulomb::Index;
 using Mat = coulomb::Matrix<float>;
 using Map = coulomb::FavorPlus<float>;
 
 constexpr Index d_head = 64;
 constexpr Index num_features = 256;
-
-void set_threads(int threads) {
-#ifdef _OPENMP
-  omp_set_num_threads(threads);
-#endif
-  Eigen::setNbThreads(threads);
-}
 
 Mat random_matrix(Index rows, Index cols, std::uint64_t seed) {
   coulomb::Rng rng(seed);
@@ -210,15 +206,6 @@ void shapes(benchmark::internal::Benchmark* b) {
 
 // ---- peak memory -----------------------------------------------------------------------------
 
-long vm_hwm_kib() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
-}
-
 int peak_memory(bool causal, Index L) {
   set_threads(1);
   const Index H = 1;
@@ -237,10 +224,10 @@ int peak_memory(bool causal, Index L) {
   opt.num_threads = 1;
   const coulomb::LinearAttention<Map> attn(Map(d_head, num_features, rng), opt);
   coulomb::LinearAttention<Map>::Workspace ws;
-  const long before = vm_hwm_kib();
+  const long before = coulomb_bench::status_kib("VmHWM");
   attn.forward(in.Q, in.K, in.V, out, ws);
   attn.backward(in.Q, in.K, in.V, out, in.dOut, grads, ws);
-  const long after = vm_hwm_kib();
+  const long after = coulomb_bench::status_kib("VmHWM");
   std::printf(
       "{\"mode\": \"%s\", \"L\": %ld, \"d\": %ld, \"m\": %ld, \"heads\": 1, \"scalar\": "
       "\"float\", \"inputs_outputs_MiB\": %.1f, \"VmHWM_before_MiB\": %.1f, "

@@ -52,11 +52,11 @@
 
 #include <coulomb/coulomb.hpp>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "bench_common.hpp"
 
 namespace {
+
+using coulomb_bench::set_threads;
 
 using coulomb::Index;
 using Mat = coulomb::Matrix<float>;
@@ -66,13 +66,6 @@ constexpr Index tokens_per_inference_batch = 8192;
 constexpr Index train_batch = 32;
 constexpr Index inference_max_length = 4096;
 constexpr Index train_max_length = 256;
-
-void set_threads(int threads) {
-#ifdef _OPENMP
-  omp_set_num_threads(threads);
-#endif
-  Eigen::setNbThreads(threads);
-}
 
 coulomb::nn::TextClassifierConfig model_config(coulomb::nn::AttentionKind attention,
                                                Index max_length, int threads) {

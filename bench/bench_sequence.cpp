@@ -36,7 +36,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -52,6 +51,8 @@
 #include <coulomb/train/adamw.hpp>
 #include <coulomb/train/gradients.hpp>
 
+#include "bench_common.hpp"
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -59,13 +60,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 extern char** environ;  // the environment, passed on to the child processes
 
 namespace {
+
+using coulomb_bench::set_threads;
+using coulomb_bench::status_kib;
 
 namespace nn = coulomb::nn;
 using coulomb::Index;
@@ -78,13 +78,6 @@ constexpr Index mqar_vocabulary = 8192;
 constexpr double learning_rate = 1e-3;
 
 enum class Task { listops, mqar };
-
-void set_threads(int threads) {
-#ifdef _OPENMP
-  omp_set_num_threads(threads);
-#endif
-  Eigen::setNbThreads(threads);
-}
 
 /// sequence_tasks' default model for a task at length L (rotary positions: the parameters do
 /// not depend on L).
@@ -264,17 +257,6 @@ int print_parameters() {
     }
   }
   return 0;
-}
-
-/// A field of /proc/self/status in KiB (VmRSS, VmHWM), or −1.
-long status_kib(const char* field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  const std::size_t n = std::strlen(field);
-  while (std::getline(in, line))
-    if (line.compare(0, n, field) == 0 && line.size() > n && line[n] == ':')
-      return std::stol(line.substr(n + 1));
-  return -1;
 }
 
 /// The child of --peak-memory: one training step (the first, which also creates AdamW's

@@ -716,12 +716,7 @@ int run(int argc, char** argv, coulomb_examples::Processes& processes) {
 
 int main(int argc, char** argv) {
   coulomb_examples::keep_freed_memory();
-  std::optional<coulomb_examples::Processes> processes;
-  try {
-    processes.emplace("sequence_tasks", &argc, &argv);
-  } catch (const std::exception& e) {
-    std::cerr << "sequence_tasks: " << e.what() << "\n";
-    return 1;
-  }
-  return run(argc, argv, *processes);
+  return coulomb_examples::run_as_processes(
+      "sequence_tasks", argc, argv,
+      [](int n, char** args, coulomb_examples::Processes& p) { return run(n, args, p); });
 }

@@ -364,12 +364,6 @@ int run(int argc, char** argv, ce::Processes& processes) {
 
 int main(int argc, char** argv) {
   coulomb_examples::keep_freed_memory();
-  std::optional<ce::Processes> processes;
-  try {
-    processes.emplace("text_classification", &argc, &argv);
-  } catch (const std::exception& e) {
-    std::cerr << "text_classification: " << e.what() << "\n";
-    return 1;
-  }
-  return run(argc, argv, *processes);
+  return ce::run_as_processes("text_classification", argc, argv,
+                              [](int n, char** args, ce::Processes& p) { return run(n, args, p); });
 }

@@ -230,4 +230,18 @@ class Processes {
   std::streambuf* clog_ = nullptr;
 };
 
+/// The body of a tool's main(): starts the processes (a failure there: one message naming the
+/// tool, status 1) and returns run(argc, argv, processes), with the arguments MPI left.
+template <typename Run>
+int run_as_processes(const char* name, int argc, char** argv, Run run) {
+  std::optional<Processes> processes;
+  try {
+    processes.emplace(name, &argc, &argv);
+  } catch (const std::exception& e) {
+    std::cerr << name << ": " << e.what() << "\n";
+    return 1;
+  }
+  return run(argc, argv, *processes);
+}
+
 }  // namespace coulomb_examples

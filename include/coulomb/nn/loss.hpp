@@ -45,6 +45,14 @@ void nn_check_logits_labels(const Eigen::MatrixBase<D>& logits, std::span<const 
   }
 }
 
+/// Per row b of Z: mx_b = max_j Z(b, j), column by column.
+template <typename D>
+void nn_row_max(const Eigen::MatrixBase<D>& Z,
+                Eigen::Array<typename D::Scalar, Eigen::Dynamic, 1>& mx) {
+  mx = Z.col(0).array();
+  for (Index j = 1; j < Z.cols(); ++j) mx = mx.max(Z.col(j).array());
+}
+
 /// Per row b of Z (B × C): mx_b = max_j Z(b, j) and E(b, j) = exp(Z(b, j) − mx_b) (E resized to
 /// B × C), column by column; the exponential is std::exp per entry, as the row-wise expressions
 /// these passes replace evaluated it (a strided row has no packet access), so E has their bits.
@@ -52,8 +60,7 @@ template <typename D>
 void nn_shifted_exp(const Eigen::MatrixBase<D>& Z, Matrix<typename D::Scalar>& E,
                     Eigen::Array<typename D::Scalar, Eigen::Dynamic, 1>& mx) {
   const Index B = Z.rows(), C = Z.cols();
-  mx = Z.col(0).array();
-  for (Index j = 1; j < C; ++j) mx = mx.max(Z.col(j).array());
+  nn_row_max(Z, mx);
   E.resize(B, C);
   for (Index j = 0; j < C; ++j)
     for (Index b = 0; b < B; ++b) E(b, j) = std::exp(Z(b, j) - mx(b));
@@ -119,8 +126,8 @@ typename D::Scalar softmax_cross_entropy(const Eigen::MatrixBase<D>& logits,
   using Scalar = typename D::Scalar;
   detail::nn_check_logits_labels(logits, labels, "coulomb::nn::softmax_cross_entropy");
   const Index B = logits.rows();
-  Eigen::Array<Scalar, Eigen::Dynamic, 1> mx = logits.col(0).array(), sum(B);
-  for (Index j = 1; j < logits.cols(); ++j) mx = mx.max(logits.col(j).array());
+  Eigen::Array<Scalar, Eigen::Dynamic, 1> mx, sum(B);
+  detail::nn_row_max(logits, mx);
   for (Index b = 0; b < B; ++b) sum(b) = std::exp(logits(b, 0) - mx(b));
   for (Index j = 1; j < logits.cols(); ++j)  // Σ_j exp(z_bj − mx_b), left to right per row
     for (Index b = 0; b < B; ++b) sum(b) += std::exp(logits(b, j) - mx(b));
