@@ -11,7 +11,8 @@
 //       has L tokens drawn uniformly from the ListOps vocabulary (the generator's trees cannot be
 //       asked for one exact length; the cost depends only on B, L and the mask).
 //   Train/mqar/{linear,softmax}/L     the same for MQAR's model: the causal language-model head
-//       over the 8,192-word vocabulary at the query rows only (forward_rows), on a batch of
+//       over the 8,192-word vocabulary at the query rows only, fused with its loss
+//       (nn::sequence_loss_backward: the logits in cache-sized chunks), on a batch of
 //       data::generate_mqar at length L with 64 key-value pairs (the largest count of Zoology's
 //       grid), so 32 · 64 = 2,048 rows of 8,192 logits.
 //   Inference/listops/{linear,softmax}/L  the evaluation forward of ListOps's model, B = 32.
@@ -47,6 +48,7 @@
 #include <coulomb/features/favor.hpp>
 #include <coulomb/nn/loss.hpp>
 #include <coulomb/nn/sequence_batch.hpp>
+#include <coulomb/nn/sequence_loss.hpp>
 #include <coulomb/nn/sequence_model.hpp>
 #include <coulomb/train/adamw.hpp>
 #include <coulomb/train/gradients.hpp>
@@ -147,12 +149,6 @@ struct Trainer {
     return o;
   }
 
-  std::span<const int> targets() const {
-    return model.config().head == nn::SequenceHead::classification
-               ? std::span<const int>(batch.labels)
-               : std::span<const int>(batch.targets);
-  }
-
   void forward(bool training) {
     if (model.config().head == nn::SequenceHead::classification)
       model.forward(batch.ids, batch.mask, logits, training, dropout_rng);
@@ -161,10 +157,9 @@ struct Trainer {
   }
 
   double step() {
-    forward(true);
-    const double loss = nn::softmax_cross_entropy(logits, targets(), dlogits);
     model.zero_grad();
-    model.backward(dlogits);
+    const double loss =
+        nn::sequence_loss_backward(model, batch, 1.0, true, dropout_rng, logits, dlogits);
     coulomb::train::clip_gradient_norm(params, 1.0);
     optimizer.step(params, learning_rate);
     return loss;
@@ -186,7 +181,9 @@ void BM_Train(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   state.counters["B"] = static_cast<double>(batch_size);
-  state.counters["rows"] = static_cast<double>(trainer->logits.rows());
+  // Rows of logits a step computes: one per sequence, or one per target.
+  state.counters["rows"] =
+      static_cast<double>(T == Task::listops ? trainer->batch.size() : trainer->batch.rows.size());
   state.counters["tokens_per_s"] = benchmark::Counter(
       static_cast<double>(batch_size * L), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["loss"] = loss;

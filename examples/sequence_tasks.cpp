@@ -42,6 +42,7 @@
 #include <coulomb/features/registry.hpp>
 #include <coulomb/nn/loss.hpp>
 #include <coulomb/nn/sequence_batch.hpp>
+#include <coulomb/nn/sequence_loss.hpp>
 #include <coulomb/nn/sequence_model.hpp>
 #include <coulomb/train/adamw.hpp>
 #include <coulomb/train/collective.hpp>
@@ -305,22 +306,17 @@ class DataParallelStep {
       const auto y = batch_targets(head, shard_);
       coulomb::Rng rank_rng = rank_rng_;  // the masks of step t: from (seed, rank, t) alone
       coulomb::Rng rng = rank_rng.split(static_cast<std::uint64_t>(step));
-      try {
-        batch_logits(*model_, shard_, logits_, true, rng);
-        failed = !coulomb::detail::all_finite(logits_);
-      } catch (const coulomb::invalid_argument& e) {
-        // The attention refuses non-finite inputs: a divergence, reported on every process.
-        if (std::string(e.what()).find("non-finite") == std::string::npos) throw;
-        failed = true;
-      }
-      if (!failed && !y.empty()) {
-        const double loss = nn::softmax_cross_entropy(logits_, y, dlogits_);
-        failed = !std::isfinite(loss);
-        if (!failed) {
-          const double share = static_cast<double>(y.size()) / targets;
-          dlogits_ *= static_cast<float>(share);
-          model_->backward(dlogits_);
-          loss_share = share * loss;
+      if (!y.empty()) {
+        const double share = static_cast<double>(y.size()) / targets;
+        try {
+          const double loss =
+              nn::sequence_loss_backward(*model_, shard_, share, true, rng, logits_, dlogits_);
+          failed = !std::isfinite(loss);
+          if (!failed) loss_share = share * loss;
+        } catch (const coulomb::invalid_argument& e) {
+          // The attention refuses non-finite inputs: a divergence, reported on every process.
+          if (std::string(e.what()).find("non-finite") == std::string::npos) throw;
+          failed = true;
         }
       }
     }  // a process without a shard (or failed) sends zero gradients and its flag
@@ -423,10 +419,11 @@ RunResult train_task(const Options& o, const Task& task, const coulomb_examples:
       if (parallel) {
         loss = (*parallel)(train, idx, batch, step, o.clip_norm, optimizer, lr);
       } else {
-        batch_logits(model, batch, logits, true, dropout_rng);
-        loss = nn::softmax_cross_entropy(logits, batch_targets(task.head, batch), dlogits);
         model.zero_grad();
-        model.backward(dlogits);
+        loss = nn::sequence_loss_backward(model, batch, 1.0, true, dropout_rng, logits, dlogits);
+        if (!std::isfinite(loss))
+          throw coulomb::numerical_error("step " + std::to_string(step + 1) +
+                                         ": the logits or the loss are not finite");
         coulomb::train::clip_gradient_norm(params, o.clip_norm);
         optimizer.step(params, lr);
       }

@@ -25,8 +25,10 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numbers>
 #include <random>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -39,6 +41,7 @@
 #include "../core/parallel.hpp"
 #include "../core/random.hpp"
 #include "detail_layer_types.hpp"
+#include "detail_linear_cross_entropy.hpp"
 #include "detail_products.hpp"
 #include "parameter.hpp"
 
@@ -170,6 +173,84 @@ class Linear : public detail::LayerTypes<Scalar> {
     db_.col(0).noalias() += dY.colwise().sum().transpose();
   }
 
+  /// The mean softmax cross-entropy of the logits Y = X W + 1 bᵀ against `labels` (one per row
+  /// of X, each in [0, output_dim())), and with dY = scale · ∂loss/∂Y: ∂L/∂W += Xᵀ dY,
+  /// ∂L/∂b += dYᵀ 1 and dX = dY Wᵀ (resized to n × in). The same as forward,
+  /// softmax_cross_entropy, scaling and backward up to float round-off, but Y is never held
+  /// whole: it is computed in cache-sized chunks, twice (detail_linear_cross_entropy.hpp), for
+  /// a head with thousands of outputs. Returns the loss; if a logit is not finite, returns NaN
+  /// and changes nothing. Throws invalid_argument for an empty X or one of another width, or
+  /// labels of another count or out of range.
+  Scalar cross_entropy_backward(const ConstMatrixRef<Scalar>& X, std::span<const int> labels,
+                                Matrix<Scalar>& dX, Scalar scale = Scalar(1)) {
+    const char* where = "coulomb::nn::Linear::cross_entropy_backward";
+    detail::require_cols(X, input_dim(), where, "X");
+    const Index n = X.rows();
+    detail::require(n >= 1, where, "argument 'X' has no rows");
+    detail::require(static_cast<Index>(labels.size()) == n, where,
+                    "argument 'labels' has " + std::to_string(labels.size()) +
+                        " entries, expected " + std::to_string(n) + " (the rows of 'X')");
+    for (std::size_t r = 0; r < labels.size(); ++r)
+      detail::require(labels[r] >= 0 && labels[r] < output_dim(), where,
+                      "argument 'labels' holds " + std::to_string(labels[r]) + " at index " +
+                          std::to_string(r) + ", expected 0.." + std::to_string(output_dim() - 1));
+    const Index d = input_dim(), C = output_dim();
+    const int T = split_threads(n);
+    if (workspaces_.size() < static_cast<std::size_t>(T))
+      workspaces_.resize(static_cast<std::size_t>(T));
+    lse_.resize(n);
+    label_logit_.resize(n);
+    std::vector<char> finite(static_cast<std::size_t>(T), 1);
+    const Index block = detail::cross_entropy_block_rows;
+    const auto rows_of = [&](Index q, Index nb) {
+      return labels.subspan(static_cast<std::size_t>(q), static_cast<std::size_t>(nb));
+    };
+    for_row_ranges(n, [&](Index r0, Index rows, int i) {
+      auto& ws = workspaces_[static_cast<std::size_t>(i)];
+      for (Index q = r0; q < r0 + rows; q += block) {
+        const Index nb = std::min(block, r0 + rows - q);
+        if (!detail::cross_entropy_row_stats(X.data() + q, X.outerStride(), nb, d, w_.data(),
+                                             b_.data(), C, rows_of(q, nb), ws, lse_.data() + q,
+                                             label_logit_.data() + q)) {
+          finite[static_cast<std::size_t>(i)] = 0;
+          return;
+        }
+      }
+    });
+    double total = 0.0;
+    for (Index r = 0; r < n; ++r) total += static_cast<double>(lse_(r) - label_logit_(r));
+    const bool ok = std::all_of(finite.begin(), finite.end(), [](char f) { return f != 0; });
+    if (!ok || !std::isfinite(total)) return std::numeric_limits<Scalar>::quiet_NaN();
+    const Scalar coefficient = scale / static_cast<Scalar>(n);
+    dX.resize(n, d);
+    if (T > 1 && partial_.size() < static_cast<std::size_t>(T))
+      partial_.resize(static_cast<std::size_t>(T));
+    if (T > 1 && partial_bias_.size() < static_cast<std::size_t>(T))
+      partial_bias_.resize(static_cast<std::size_t>(T));
+    for_row_ranges(n, [&](Index r0, Index rows, int i) {
+      auto& ws = workspaces_[static_cast<std::size_t>(i)];
+      Scalar* dw = dw_.data();
+      Scalar* db = db_.data();
+      if (T > 1) {
+        partial_[static_cast<std::size_t>(i)].setZero(d, C);
+        partial_bias_[static_cast<std::size_t>(i)].setZero(C, 1);
+        dw = partial_[static_cast<std::size_t>(i)].data();
+        db = partial_bias_[static_cast<std::size_t>(i)].data();
+      }
+      for (Index q = r0; q < r0 + rows; q += block) {
+        const Index nb = std::min(block, r0 + rows - q);
+        detail::cross_entropy_gradients(X.data() + q, X.outerStride(), nb, d, w_.data(), b_.data(),
+                                        C, rows_of(q, nb), lse_.data() + q, coefficient, dw, db,
+                                        dX.data() + q, dX.rows(), ws);
+      }
+    });
+    for (int i = 0; T > 1 && i < T; ++i) {
+      dw_ += partial_[static_cast<std::size_t>(i)];
+      db_ += partial_bias_[static_cast<std::size_t>(i)];
+    }
+    return static_cast<Scalar>(total / static_cast<double>(n));
+  }
+
   /// Sets the parameter gradients to zero.
   void zero_grad() {
     dw_.setZero();
@@ -233,7 +314,10 @@ class Linear : public detail::LayerTypes<Scalar> {
   }
 
   Matrix<Scalar> w_, b_, dw_, db_;
-  std::vector<Matrix<Scalar>> partial_;  // per thread: Xᵀ dY of its rows (backward_params)
+  std::vector<Matrix<Scalar>> partial_;       // per thread: Xᵀ dY of its rows (backward_params)
+  std::vector<Matrix<Scalar>> partial_bias_;  // per thread: dYᵀ 1 (cross_entropy_backward)
+  std::vector<detail::CrossEntropyWorkspace<Scalar>> workspaces_;  // per thread
+  Eigen::Array<Scalar, Eigen::Dynamic, 1> lse_, label_logit_;      // per row
   int threads_ = 1;
 };
 

@@ -24,6 +24,7 @@
 /// same parameters, logits and gradients, bit for bit.
 #pragma once
 
+#include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <random>
@@ -155,6 +156,31 @@ class SequenceModel : public EncoderAccess<SequenceModel<Map>, Map> {
     run_forward(ids, mask, &rows, logits, training, rng);
   }
 
+  /// Training pass of a per-token head at the rows `rows` (as forward_rows) with `targets` (one
+  /// per row, in [0, C)): the forward (dropout from `rng` when `training`), the mean softmax
+  /// cross-entropy of the rows' logits, and the gradient of scale × that loss added to every
+  /// parameter's gradient. The same as forward_rows, softmax_cross_entropy, scaling dlogits and
+  /// backward up to float round-off, but the |rows| × C logits are never held whole
+  /// (Linear::cross_entropy_backward): for a language-model head over a large vocabulary.
+  /// Returns the loss; if a logit is not finite, returns NaN and adds nothing. Throws as
+  /// forward_rows, and invalid_argument for targets of another count or out of range. backward
+  /// cannot follow it (there are no logits to differentiate).
+  Scalar forward_backward_rows(const TokenArray& ids, const PaddingMask& mask,
+                               std::span<const Index> rows, std::span<const int> targets,
+                               Scalar scale, bool training, Rng& rng) {
+    const char* where = "coulomb::nn::SequenceModel::forward_backward_rows";
+    if (config_.head == SequenceHead::classification)
+      detail::throw_invalid(where,
+                            "the classification head has one output per sequence; use "
+                            "forward and backward");
+    check_rows(rows, mask, where);
+    MatrixType unused;
+    run_forward(ids, mask, &rows, unused, training, rng, false);
+    const Scalar loss = head_.cross_entropy_backward(selected_, targets, dselected_, scale);
+    if (std::isfinite(static_cast<double>(loss))) backward_from_selected();
+    return loss;
+  }
+
   /// Adds ∂loss/∂parameter to every gradient, given dlogits = ∂loss/∂logits of the last forward
   /// (its shape). Ω's gradient is added only when Ω is trainable. Throws invalid_argument without
   /// a forward (or after a step, which replaces what backward needs), or for dlogits of
@@ -167,7 +193,6 @@ class SequenceModel : public EncoderAccess<SequenceModel<Map>, Map> {
                             "since the last forward replaces what backward needs)");
     detail::require_shape(dlogits, logit_rows_, config_.output_dim(), where, "dlogits");
     detail::require_finite(dlogits, where, "dlogits");
-    const Index n = length_ * batch_;
     if (config_.head == SequenceHead::classification) {
       head_.backward(pooled_, dlogits, dpooled_);
       pool_.backward(dpooled_, mask_, dhf_);
@@ -175,16 +200,10 @@ class SequenceModel : public EncoderAccess<SequenceModel<Map>, Map> {
       head_.backward(hf_, dlogits, dhf_);
     } else {
       head_.backward(selected_, dlogits, dselected_);
-      dhf_.setZero(n, config_.d_model);
-      for (Index j = 0; j < config_.d_model; ++j)
-        for (std::size_t r = 0; r < rows_.size(); ++r)
-          dhf_(rows_[r], j) += dselected_(static_cast<Index>(r), j);
+      backward_from_selected();
+      return;
     }
-    final_norm_.backward(dhf_, dx_);
-    encoder_.backward(dx_, mask_);
-    embed_dropout_.backward(dx_);
-    token_.backward(ids_, dx_);
-    if (config_.positions == PositionKind::learned) position_.backward(length_, batch_, dx_);
+    backward_below_head();
   }
 
   /// Sets the gradient of every parameter (Ω included) to zero.
@@ -319,9 +338,29 @@ class SequenceModel : public EncoderAccess<SequenceModel<Map>, Map> {
     head_.set_num_threads(c.num_threads);
   }
 
+  /// backward from dselected_ (∂loss/∂h at the selected rows): scattered to their rows of h.
+  void backward_from_selected() {
+    dhf_.setZero(length_ * batch_, config_.d_model);
+    for (Index j = 0; j < config_.d_model; ++j)
+      for (std::size_t r = 0; r < rows_.size(); ++r)
+        dhf_(rows_[r], j) += dselected_(static_cast<Index>(r), j);
+    backward_below_head();
+  }
+
+  /// backward from dhf_ = ∂loss/∂h through the final norm, the encoder and the embeddings.
+  void backward_below_head() {
+    final_norm_.backward(dhf_, dx_);
+    encoder_.backward(dx_, mask_);
+    embed_dropout_.backward(dx_);
+    token_.backward(ids_, dx_);
+    if (config_.positions == PositionKind::learned) position_.backward(length_, batch_, dx_);
+  }
+
+  /// The forward; without `head`, it stops at h (and selected_ for `rows`): no logits, and
+  /// backward(dlogits) is not allowed after it.
   void run_forward(const TokenArray& ids, const PaddingMask& mask,
-                   const std::span<const Index>* rows, MatrixType& logits, bool training,
-                   Rng& rng) {
+                   const std::span<const Index>* rows, MatrixType& logits, bool training, Rng& rng,
+                   bool head = true) {
     check_batch(ids, mask, "coulomb::nn::SequenceModel::forward");
     has_forward_ = false;
     const Index L = ids.rows();
@@ -349,6 +388,7 @@ class SequenceModel : public EncoderAccess<SequenceModel<Map>, Map> {
       selected_.resize(R, config_.d_model);
       for (Index j = 0; j < config_.d_model; ++j)
         for (Index r = 0; r < R; ++r) selected_(r, j) = hf_(rows_[static_cast<std::size_t>(r)], j);
+      if (!head) return;
       head_.forward(selected_, logits);
     }
     logit_rows_ = logits.rows();
