@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,10 +52,19 @@ coulomb::nn::TextClassifierConfig benchmark_config() {
   return c;
 }
 
-/// Restores COULOMB_DISABLE_BF16 to unset when the test ends.
+/// Sets COULOMB_DISABLE_BF16=1 for its lifetime, then restores the previous value.
 struct DisableBf16ByEnvironment {
-  DisableBf16ByEnvironment() { setenv("COULOMB_DISABLE_BF16", "1", 1); }
-  ~DisableBf16ByEnvironment() { unsetenv("COULOMB_DISABLE_BF16"); }
+  DisableBf16ByEnvironment() {
+    if (const char* old = std::getenv("COULOMB_DISABLE_BF16")) previous = old;
+    setenv("COULOMB_DISABLE_BF16", "1", 1);
+  }
+  ~DisableBf16ByEnvironment() {
+    if (previous)
+      setenv("COULOMB_DISABLE_BF16", previous->c_str(), 1);
+    else
+      unsetenv("COULOMB_DISABLE_BF16");
+  }
+  std::optional<std::string> previous;
   DisableBf16ByEnvironment(const DisableBf16ByEnvironment&) = delete;
   DisableBf16ByEnvironment& operator=(const DisableBf16ByEnvironment&) = delete;
 };
