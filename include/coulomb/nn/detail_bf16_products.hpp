@@ -29,6 +29,7 @@
 #include <immintrin.h>
 /// Defined where the bf16 kernel is compiled (x86-64 with GCC or Clang).
 #define COULOMB_HAS_BF16_KERNEL 1
+/// The instruction sets of the bf16 kernel's functions, enabled for them alone (no -march).
 #define COULOMB_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 #else
 #define COULOMB_HAS_BF16_KERNEL 0
