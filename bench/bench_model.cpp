@@ -10,7 +10,10 @@
 //   Inference/learned  the same model after set_omega with another Ω (the vanilla Ω moved by
 //                      the noise of 25 Langevin steps, η = 0.01, β = 1, and rescaled row by
 //                      row to norms between 0.5 and 1.5 of the original: what Phase A changes);
-//   Inference/softmax  exact softmax attention (same seed, so the same other weights).
+//   Inference/softmax  exact softmax attention (same seed, so the same other weights);
+//   Inference/vanilla_bf16  the vanilla model with InferencePrecision::bf16 (the encoder's
+//                      affine layers with bf16 weights and inputs, fp32 accumulation, VDPBF16PS;
+//                      core/precision.hpp), skipped with a message on a CPU without AVX512-BF16.
 // Counters: ms_per_1000_seq (time per 1,000 sequences) and tokens_per_s.
 //
 // Phase B training step (train::detail::PhaseBStepper::step, the step of run_phase_b: forward
@@ -32,6 +35,8 @@
 // the two feed-forward layers of d_model 64, d_ff 256):
 //   Product/forward/coulomb    Linear::forward, Y = X W + 1 bᵀ (detail::tall_small_product);
 //   Product/forward/eigen      the same with Eigen: Y = 1 bᵀ, then Y += X W;
+//   Product/forward/bf16       Linear::forward in InferencePrecision::bf16 (W packed to bf16 pairs
+//                              on every call, X converted per block of rows, VDPBF16PS);
 //   Product/input_grad/coulomb dX = dY Wᵀ as Linear::backward computes it;
 //   Product/input_grad/eigen   dX = dY Wᵀ with Eigen;
 //   Product/weight_grad/blocks ∂L/∂W += Xᵀ dY as Linear computes it (Eigen, 2,048-row blocks);
@@ -147,13 +152,17 @@ std::unique_ptr<Model> make_model(Variant v, Index max_length, int threads) {
 // ---- inference ---------------------------------------------------------------------------------
 
 // Arguments: L, threads.
-template <Variant V>
+template <Variant V, coulomb::InferencePrecision P = coulomb::InferencePrecision::fp32>
 void BM_Inference(benchmark::State& state) {
   const Index L = state.range(0);
   const int T = static_cast<int>(state.range(1));
   const Index B = tokens_per_inference_batch / L;
   set_threads(T);
   auto model = make_model(V, inference_max_length, T);
+  if (const auto choice = model->set_inference_precision(P); choice.used != P) {
+    state.SkipWithError(choice.notice.c_str());
+    return;
+  }
   const coulomb::TokenBatch batch = make_batch(L, B, L, model->config().vocab_size, 7);
   Mat logits;
   model->forward(batch, logits);  // size and touch every buffer
@@ -265,6 +274,31 @@ void BM_Product(benchmark::State& state) {
                                                      benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Arguments: in, out. Linear::forward in bf16 (skipped without AVX512-BF16).
+void BM_ProductBf16(benchmark::State& state) {
+  const Index in = state.range(0), out = state.range(1), n = 8192;
+  set_threads(1);
+  if (!coulomb::bf16_available()) {
+    state.SkipWithError("no AVX512-BF16 on this CPU (or COULOMB_DISABLE_BF16 is set)");
+    return;
+  }
+  coulomb::Rng rng(11);
+  coulomb::nn::Linear<float> layer(in, out);
+  layer.initialize(rng);
+  coulomb::fill_standard_normal(layer.bias(), rng);
+  Mat X(n, in), Y(n, out);
+  coulomb::fill_standard_normal(X, rng);
+  layer.forward(X, Y, coulomb::InferencePrecision::bf16);
+  layer.forward(X, Y, coulomb::InferencePrecision::bf16);
+  for (auto _ : state) {
+    layer.forward(X, Y, coulomb::InferencePrecision::bf16);
+    benchmark::DoNotOptimize(Y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP_per_s"] = benchmark::Counter(2.0 * static_cast<double>(n * in * out) * 1e-9,
+                                                     benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void product_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"in", "out"});
   b->Args({64, 64});
@@ -332,6 +366,9 @@ int main(int argc, char** argv) {
 #endif
   benchmark::RegisterBenchmark("Inference/vanilla", BM_Inference<Variant::vanilla>)
       ->Apply(inference_shapes);
+  benchmark::RegisterBenchmark("Inference/vanilla_bf16",
+                               BM_Inference<Variant::vanilla, coulomb::InferencePrecision::bf16>)
+      ->Apply(inference_shapes);
   benchmark::RegisterBenchmark("Inference/learned", BM_Inference<Variant::learned>)
       ->Apply(inference_shapes);
   benchmark::RegisterBenchmark("Inference/softmax", BM_Inference<Variant::softmax>)
@@ -342,6 +379,7 @@ int main(int argc, char** argv) {
       ->Apply(product_shapes);
   benchmark::RegisterBenchmark("Product/forward/eigen", BM_Product<Product::forward, false>)
       ->Apply(product_shapes);
+  benchmark::RegisterBenchmark("Product/forward/bf16", BM_ProductBf16)->Apply(product_shapes);
   benchmark::RegisterBenchmark("Product/input_grad/coulomb", BM_Product<Product::input_grad, true>)
       ->Apply(product_shapes);
   benchmark::RegisterBenchmark("Product/input_grad/eigen", BM_Product<Product::input_grad, false>)

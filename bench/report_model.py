@@ -2,7 +2,8 @@
 """Markdown report from bench_model's JSON (and, optionally, bench/torch_train_peer.py's JSON):
 inference time per 1,000 sequences against L with the vanilla and the learned kernel and exact
 softmax attention, the fitted slope of log time in log L, the Phase B training throughput, and
-the ratios to PyTorch, each checked against the goals of issue 5.
+the ratios to PyTorch, each checked against the goals of issue 5; bf16 inference against fp32
+(Inference/vanilla_bf16, Product/forward/bf16) against the goal of issue 24.
 
     build/bench/bench_model --benchmark_format=json --benchmark_repetitions=5 \\
         --benchmark_enable_random_interleaving=true > model.json
@@ -174,6 +175,19 @@ def main():
                 s = slope(lengths, [r["ms"] / r["B"] for r in recs])
                 print(f"| PyTorch {attention} | {th} | {s:.3f} | |")
 
+    bf16_keys = [k for k in sorted(t) if k[0] == "Inference" and k[1] == "vanilla_bf16"]
+    if bf16_keys:
+        print("\n### bf16 inference (InferencePrecision::bf16) against fp32: ms per batch\n")
+        print("| threads | L | fp32 | bf16 | fp32 / bf16 | goal (≥ 1.6 at L = 64, 256) |")
+        print("|---:|---:|---:|---:|---:|---|")
+        for k in sorted(bf16_keys, key=lambda k: (k[3], k[2])):
+            kv = ("Inference", "vanilla", k[2], k[3])
+            if kv not in t:
+                continue
+            ratio = t[kv] / t[k]
+            goal = ("met" if ratio >= 1.6 else "not met") if k[2] in (64, 256) else ""
+            print(f"| {k[3]} | {k[2]} | {fmt(t[kv])} | {fmt(t[k])} | {ratio:.2f} | {goal} |")
+
     train_lengths = sorted({k[2] for k in t if k[0] == "Train"})
     train_threads = sorted({k[3] for k in t if k[0] == "Train"})
     if train_lengths:
@@ -231,6 +245,18 @@ def print_products(products):
                 continue
             ma, mb = statistics.median(a) * 1e3, statistics.median(b) * 1e3
             print(f"| {label} | {shape[0]} | {shape[1]} | {ma:.0f} | {mb:.0f} | {mb / ma:.2f} |")
+    bf16 = [s for s in shapes
+            if products.get(f"Product/forward/bf16/in:{s[0]}/out:{s[1]}/real_time")]
+    if bf16:
+        print("\n| Y = X W + b | in | out | fp32 kernel | bf16 kernel | fp32 / bf16 |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for shape in bf16:
+            a = products.get(f"Product/forward/coulomb/in:{shape[0]}/out:{shape[1]}/real_time")
+            b = products[f"Product/forward/bf16/in:{shape[0]}/out:{shape[1]}/real_time"]
+            if not a:
+                continue
+            ma, mb = statistics.median(a) * 1e3, statistics.median(b) * 1e3
+            print(f"| bf16 | {shape[0]} | {shape[1]} | {ma:.0f} | {mb:.0f} | {ma / mb:.2f} |")
 
 
 if __name__ == "__main__":

@@ -3,13 +3,16 @@
 // the paper's sentence benchmarks (Badiei Khuzani et al., 2026, §5).
 //
 //   evaluate --model model.clmb --data validation.tsv.gz [--columns auto|single|pair|glue-mrpc|
-//            qqp|qqp-bundled] [--threads N] [--batch-size B] [--json OUT] [--reliability-csv OUT]
-//            [--robustness] [--seed S] [--skip-malformed]
+//            qqp|qqp-bundled] [--threads N] [--batch-size B] [--precision fp32|bf16] [--json OUT]
+//            [--reliability-csv OUT] [--robustness] [--seed S] [--skip-malformed]
 //
 // The model file says which scalar type and feature map it was saved with; evaluate reads that
-// first and dispatches to the matching TextClassifier<Map>. The TSV file (plain or gzip) is
-// encoded exactly as at training time: the vocabulary, its tokenizer options and the encoder
-// options (maximum length, [CLS]) all come from the model file.
+// first and dispatches to the matching TextClassifier<Map>. --precision bf16 runs the encoder's
+// affine layers with bf16 weights and inputs and fp32 accumulation (core/precision.hpp); where
+// that is not possible (no AVX512-BF16, a double model, COULOMB_DISABLE_BF16) it says so in one
+// line on stderr and evaluates in fp32; the report names the precision used. The TSV file (plain or
+// gzip) is encoded exactly as at training time: the vocabulary, its tokenizer options and the
+// encoder options (maximum length, [CLS]) all come from the model file.
 //
 // Output (stdout): the model and data summary, the encoding counts (truncated sequences, empty
 // texts, unknown-token rate), and one row of metrics (accuracy, MCC, F1, ECE with 15 bins, log
@@ -38,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include <coulomb/core/precision.hpp>
 #include <coulomb/io/text_model.hpp>
 #include <coulomb/metrics/evaluation.hpp>
 #include <coulomb/nn/loss.hpp>
@@ -64,6 +68,7 @@ struct Options {
   std::string columns = "auto";
   int threads = 1;
   Index batch_size = 64;
+  std::string precision = "fp32";
   std::string json;
   std::string reliability_csv;
   bool robustness = false;
@@ -132,6 +137,7 @@ coulomb::Matrix<double> predict(Model& model, const coulomb::EncodedDataset& dat
 
 struct Result {
   std::string model_line;
+  coulomb::InferencePrecision precision = coulomb::InferencePrecision::fp32;  // the one used
   coulomb::io::TextModelHeader header;
   std::string columns;
   Index examples = 0;
@@ -145,6 +151,10 @@ template <typename Loaded>
 Result evaluate(Loaded& loaded, const Options& opt, const std::string& tsv_text) {
   Result r;
   r.header = loaded.header;
+  const coulomb::PrecisionChoice choice =
+      loaded.model.set_inference_precision(coulomb::parse_inference_precision(opt.precision));
+  if (!choice.notice.empty()) std::cerr << "evaluate: note: " << choice.notice << "\n";
+  r.precision = choice.used;
   const coulomb::nn::TextClassifierConfig& c = loaded.model.config();
   {
     std::ostringstream os;
@@ -208,6 +218,7 @@ Result evaluate(Loaded& loaded, const Options& opt, const std::string& tsv_text)
 
 void print(const Result& r, const Options& opt, std::ostream& out) {
   out << "model:     " << opt.model << "\n           " << r.model_line << "\n";
+  out << "precision: " << coulomb::to_string(r.precision) << "\n";
   out << "data:      " << opt.data << " (" << r.examples << " examples, columns " << r.columns
       << ")\n";
   if (r.tsv.skipped_rows > 0) out << "skipped:   " << r.tsv.skipped_rows << " malformed rows\n";
@@ -255,6 +266,7 @@ void write_json(const Result& r, const Options& opt, const std::string& command)
       {"feature_map", r.header.feature_map.name},
       {"attention", coulomb::nn::to_string(r.header.config.attention)},
       {"scalar", coulomb::io::scalar_type_name(static_cast<std::uint8_t>(r.header.scalar))},
+      {"precision", coulomb::to_string(r.precision)},
       {"model_metadata", metadata},
       {"examples", r.examples},
       {"skipped_rows", r.tsv.skipped_rows},
@@ -310,6 +322,13 @@ int main(int argc, char** argv) {
   cli.add_threads(opt.threads, "Attention threads");
   app.add_option("--batch-size", opt.batch_size, "Sequences per forward pass")
       ->check(coulomb_examples::integer_in(1, 65536))
+      ->capture_default_str();
+  app.add_option("--precision", opt.precision,
+                 "Arithmetic of the forward: fp32 (the reference) or bf16 (the encoder's affine "
+                 "layers with bf16 weights and inputs, fp32 accumulation; needs AVX512-BF16 and "
+                 "a float model, otherwise fp32 with a note on stderr)")
+      ->type_name("PRECISION")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   app.add_option("--json", opt.json,
                  "Also write the report as JSON to FILE ('-': standard output, and the table "

@@ -8,7 +8,7 @@
 //                       [--feature-map favor|porf-exp|porf-softplus|porf-relu|softmax-feat]
 //                       [--kernel vanilla|learned] [--attention linear|softmax] [--tied-qk]
 //                       [--pooling mean|pair|auto] [--pair-alignment] [--swap-pairs]
-//                       [--tune-threshold] [--seed S] [--threads N]
+//                       [--tune-threshold] [--seed S] [--threads N] [--precision fp32|bf16]
 //                       [sizes and rates, see --help] [--out DIR]
 //                       [--model PATH]
 //
@@ -19,7 +19,9 @@
 //
 // Prints the metric table (accuracy, MCC, F1, ECE with 15 bins, log loss, Brier score) on the
 // validation split and under random token drop and swap at 10% and 20%, the Phase A and Phase B
-// times and the inference time per 1,000 sequences; writes <out>/<run>.json (the report),
+// times and the inference time per 1,000 sequences (validation forwards in --precision: bf16
+// runs the encoder's affine layers in bf16 where the CPU has AVX512-BF16, and otherwise notes
+// the fallback to fp32; training is always fp32); writes <out>/<run>.json (the report),
 // <out>/<run>_reliability.csv and, with gnuplot, <out>/<run>_reliability.png; with --model, the
 // trained model (io/text_model.hpp). The core of a run
 // is examples/common/text_experiment.hpp. See docs/tools.md.
@@ -134,6 +136,13 @@ int run(int argc, char** argv, ce::Processes& processes) {
   app.add_flag("--shared-omega", cfg.shared_omega, "One Omega for all layers");
   cli.add_seed(cfg.seed);
   cli.add_threads(cfg.threads, "Attention threads (of each process under mpirun)");
+  app.add_option("--precision", cfg.precision,
+                 "Arithmetic of the validation forwards: fp32, or bf16 (the encoder's affine "
+                 "layers with bf16 weights and inputs, fp32 accumulation; needs AVX512-BF16, "
+                 "otherwise fp32 with a note); training is always fp32")
+      ->type_name("PRECISION")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   app.add_option("--d-model", cfg.d_model, "Model width")
       ->check(ce::integer_in(2, 4096))
       ->capture_default_str();

@@ -74,6 +74,8 @@ struct TextExperimentConfig {
   bool shared_omega = false;          ///< one Ω for all layers
   std::uint64_t seed = 1;             ///< model, split, batches, dropout, Phase A
   int threads = 1;                    ///< attention threads
+  /// fp32 | bf16: the arithmetic of the validation forwards (core/precision.hpp); training is fp32
+  std::string precision = "fp32";
 
   coulomb::Index d_model = 64;
   coulomb::Index heads = 4;
@@ -154,8 +156,10 @@ struct TextExperimentResult {
   double phase_a_seconds = 0.0;
   double phase_b_seconds = 0.0;
   double inference_ms_per_1000 = 0.0;  ///< evaluation forward time per 1,000 sequences
-  double dev_accuracy = 0.0;           ///< at the best epoch
-  double threshold = 0.5;  ///< decision threshold on p(class 1) (tune_threshold; else 0.5)
+  /// the precision of the validation forwards, as granted (bf16 may fall back to fp32)
+  coulomb::InferencePrecision inference_precision = coulomb::InferencePrecision::fp32;
+  double dev_accuracy = 0.0;  ///< at the best epoch
+  double threshold = 0.5;     ///< decision threshold on p(class 1) (tune_threshold; else 0.5)
   /// With the overlap warm start: the validation metrics of the logistic regression on the
   /// overlap features alone (the model as Phase B starts, without the encoder's rows)
   std::optional<coulomb::ClassificationMetrics> overlap_regression{};
@@ -602,7 +606,12 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
     note(os.str());
   }
 
-  // ---- evaluation on the validation split (reported, never used for a choice)
+  // ---- evaluation on the validation split (reported, never used for a choice), in the
+  // requested precision; bf16 falls back to fp32 with a note where it cannot run
+  const coulomb::PrecisionChoice precision =
+      model.set_inference_precision(coulomb::parse_inference_precision(cfg.precision));
+  if (!precision.notice.empty()) note(precision.notice);
+  result.inference_precision = precision.used;
   coulomb::train::Evaluator<float> evaluator(
       {.batch_size = 128, .metrics = {}, .collective = collective});
   const auto t0 = std::chrono::steady_clock::now();
@@ -627,6 +636,7 @@ TextExperimentResult run_text_experiment_with(const TextExperimentConfig& cfg,
       result.rows.push_back({name.str(), e.metrics});
     }
   }
+  model.set_inference_precision(coulomb::InferencePrecision::fp32);
   if (root && !cfg.model_path.empty()) {
     coulomb::io::TextModelMetadata meta;
     meta["dataset"] = result.config.dataset;
@@ -737,7 +747,8 @@ inline void print_metric_table(std::ostream& out, const TextExperimentResult& r)
       << " tokens/s";
   if (r.processes > 1) out << ", " << r.processes << " processes";
   out << "), inference " << std::setprecision(1) << r.inference_ms_per_1000
-      << " ms per 1,000 sequences\n";
+      << " ms per 1,000 sequences"
+      << (r.inference_precision == coulomb::InferencePrecision::bf16 ? " (bf16)" : "") << "\n";
   out.unsetf(std::ios::floatfield);
   out << std::setprecision(6);
 }
@@ -842,6 +853,7 @@ inline std::string json_report(const TextExperimentResult& r, const std::string&
                    {"phase_b_seconds", json_number(r.phase_b_seconds)},
                    {"phase_b_tokens_per_second", json_number(r.phase_b.tokens_per_second())},
                    {"inference_ms_per_1000_sequences", json_number(r.inference_ms_per_1000)},
+                   {"inference_precision", coulomb::to_string(r.inference_precision)},
                    {"total_seconds", json_number(r.seconds)}}},
                  {"phase_a", phase_a},
                  {"phase_b",

@@ -26,6 +26,7 @@
 #include "core/config.hpp"
 #include "core/early_stopping.hpp"
 #include "core/error.hpp"
+#include "core/precision.hpp"
 #include "core/random.hpp"
 #include "core/tokens.hpp"
 #include "data/listops.hpp"

@@ -38,6 +38,7 @@
 #include "../attention/softmax_attention.hpp"
 #include "../core/check.hpp"
 #include "../core/config.hpp"
+#include "../core/precision.hpp"
 #include "../features/feature_map.hpp"
 #include "key_convolution.hpp"
 #include "layers.hpp"
@@ -232,22 +233,24 @@ class MultiHeadAttention {
   }
 
   /// Y = A W_O + b_O for the input X (n × d) and the padding mask (L × B, n = L·B); Y resized
-  /// to n × d. Keeps Q, K, V and A for backward and for keys().
-  void forward(const ConstRef& X, const PaddingMask& mask, MatrixType& Y) {
+  /// to n × d. Keeps Q, K, V and A for backward and for keys(). `precision` is that of the four
+  /// projections (Linear::forward); the attention itself is always in Scalar.
+  void forward(const ConstRef& X, const PaddingMask& mask, MatrixType& Y,
+               InferencePrecision precision = InferencePrecision::fp32) {
     const char* where = "coulomb::nn::MultiHeadAttention::forward";
     detail::require_cols(X, model_dim(), where, "X");
     if (!(X.rows() == mask.size()))
       detail::throw_invalid(where, "argument 'X' has " + std::to_string(X.rows()) +
                                        " rows, expected L x B = " + std::to_string(mask.size()) +
                                        " (the size of 'mask')");
-    w_q_.forward(X, q_);
+    w_q_.forward(X, q_, precision);
     if (key_conv_.enabled()) {
-      w_k_.forward(X, k_pre_);
+      w_k_.forward(X, k_pre_, precision);
       key_conv_.forward(k_pre_, mask.rows(), k_);
     } else if (!tied_) {
-      w_k_.forward(X, k_);
+      w_k_.forward(X, k_, precision);
     }
-    w_v_.forward(X, v_);
+    w_v_.forward(X, v_, precision);
     if (rotary_.enabled()) {
       rotary_.rotate(q_, mask.rows());
       if (!tied_) rotary_.rotate(k_, mask.rows());
@@ -256,7 +259,7 @@ class MultiHeadAttention {
       linear_->forward(q_, keys(), v_, mask, a_, linear_ws_);
     else
       exact_.forward(q_, keys(), v_, mask, a_, exact_ws_);
-    w_o_.forward(a_, Y);
+    w_o_.forward(a_, Y, precision);
   }
 
   /// Given dY = ∂L/∂Y of the last forward on X (same mask): adds the gradients of the

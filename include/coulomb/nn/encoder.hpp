@@ -23,6 +23,7 @@
 #include "../attention/layout.hpp"
 #include "../core/check.hpp"
 #include "../core/config.hpp"
+#include "../core/precision.hpp"
 #include "attention_block.hpp"
 #include "layers.hpp"
 #include "parameter.hpp"
@@ -103,17 +104,19 @@ class EncoderLayer {
   }
 
   /// x ← layer(x) in place, for x of n × d with n = mask.size(). With `training`, the two
-  /// dropouts draw their masks from `rng` (attention branch first).
+  /// dropouts draw their masks from `rng` (attention branch first). `precision` is that of the
+  /// six affine layers (Linear::forward; bf16 for inference only, never with `training`).
   template <std::uniform_random_bit_generator G>
-  void forward(MatrixType& x, const PaddingMask& mask, bool training, G& rng) {
+  void forward(MatrixType& x, const PaddingMask& mask, bool training, G& rng,
+               InferencePrecision precision = InferencePrecision::fp32) {
     norm1_.forward(x, h1_);
-    attention_.forward(h1_, mask, branch_);
+    attention_.forward(h1_, mask, branch_, precision);
     dropout1_.forward(branch_, training, rng);
     x += branch_;
     norm2_.forward(x, h2_);
-    ffn1_.forward(h2_, f1_);
+    ffn1_.forward(h2_, f1_, precision);
     gelu_.forward(f1_, g_, training);
-    ffn2_.forward(g_, branch_);
+    ffn2_.forward(g_, branch_, precision);
     dropout2_.forward(branch_, training, rng);
     x += branch_;
   }

@@ -27,6 +27,7 @@
 #include "../attention/layout.hpp"
 #include "../core/check.hpp"
 #include "../core/config.hpp"
+#include "../core/precision.hpp"
 #include "../core/random.hpp"
 #include "../features/feature_map.hpp"
 #include "encoder.hpp"
@@ -180,12 +181,14 @@ class EncoderStack {
     for (auto& layer : layers_) layer.attention().set_omega_gradient(on);
   }
 
-  /// x ← layer_N(… layer_1(x)) in place (EncoderLayer::forward), after the maps re-derived
-  /// their overflow bounds from Ω (which a parameter view may have changed).
+  /// x ← layer_N(… layer_1(x)) in place (EncoderLayer::forward, its affine layers in
+  /// `precision`), after the maps re-derived their overflow bounds from Ω (which a parameter
+  /// view may have changed).
   template <std::uniform_random_bit_generator G>
-  void forward(MatrixType& x, const PaddingMask& mask, bool training, G& rng) {
+  void forward(MatrixType& x, const PaddingMask& mask, bool training, G& rng,
+               InferencePrecision precision = InferencePrecision::fp32) {
     for (Map& map : maps_) map.particles_written();
-    for (auto& layer : layers_) layer.forward(x, mask, training, rng);
+    for (auto& layer : layers_) layer.forward(x, mask, training, rng, precision);
   }
 
   /// dx ← ∂L/∂(stack input) in place, given dx = ∂L/∂(stack output) of the last forward (same

@@ -39,7 +39,9 @@
 #include "../core/check.hpp"
 #include "../core/config.hpp"
 #include "../core/parallel.hpp"
+#include "../core/precision.hpp"
 #include "../core/random.hpp"
+#include "detail_bf16_products.hpp"
 #include "detail_layer_types.hpp"
 #include "detail_linear_cross_entropy.hpp"
 #include "detail_products.hpp"
@@ -132,6 +134,29 @@ class Linear : public detail::LayerTypes<Scalar> {
                                  Index{1}, w_.rows(), output_dim(), Y.data() + r0, Y.rows(),
                                  detail::ProductInit::bias, b_.data());
     });
+  }
+
+  /// Y = X W + 1 bᵀ in `precision`: as forward(X, Y) for fp32; for bf16 (float layers on a CPU
+  /// with AVX512-BF16, core/precision.hpp; otherwise this is forward(X, Y)) each entry is b_j
+  /// plus the products of X and W rounded to bf16, summed in fp32
+  /// (detail::bf16_tall_small_product). W is packed anew on every call, so a changed weight is
+  /// always the one used.
+  void forward(const ConstMatrixRef<Scalar>& X, Matrix<Scalar>& Y,
+               InferencePrecision precision) const {
+    if constexpr (std::is_same_v<Scalar, float>) {
+      if (precision == InferencePrecision::bf16 && detail::bf16_kernel_usable()) {
+        detail::require_cols(X, input_dim(), "coulomb::nn::Linear::forward", "X");
+        Y.resize(X.rows(), output_dim());
+        detail::pack_bf16_pairs(w_.data(), w_.rows(), input_dim(), output_dim(), w_bf16_);
+        for_row_ranges(X.rows(), [&](Index r0, Index n, int) {
+          detail::bf16_tall_small_product(X.data() + r0, X.outerStride(), n, input_dim(),
+                                          w_bf16_.data(), output_dim(), Y.data() + r0, Y.rows(),
+                                          b_.data());
+        });
+        return;
+      }
+    }
+    forward(X, Y);
   }
 
   /// Given dY = ∂L/∂Y for the input X of the forward: ∂L/∂W += Xᵀ dY, ∂L/∂b += dYᵀ 1, and
@@ -314,8 +339,9 @@ class Linear : public detail::LayerTypes<Scalar> {
   }
 
   Matrix<Scalar> w_, b_, dw_, db_;
-  std::vector<Matrix<Scalar>> partial_;       // per thread: Xᵀ dY of its rows (backward_params)
-  std::vector<Matrix<Scalar>> partial_bias_;  // per thread: dYᵀ 1 (cross_entropy_backward)
+  mutable std::vector<std::uint32_t> w_bf16_;  // W packed as bf16 pairs (bf16 forward)
+  std::vector<Matrix<Scalar>> partial_;        // per thread: Xᵀ dY of its rows (backward_params)
+  std::vector<Matrix<Scalar>> partial_bias_;   // per thread: dYᵀ 1 (cross_entropy_backward)
   std::vector<detail::CrossEntropyWorkspace<Scalar>> workspaces_;  // per thread
   Eigen::Array<Scalar, Eigen::Dynamic, 1> lse_, label_logit_;      // per row
   int threads_ = 1;

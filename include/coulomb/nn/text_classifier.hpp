@@ -35,6 +35,7 @@
 #include "../attention/layout.hpp"
 #include "../core/check.hpp"
 #include "../core/config.hpp"
+#include "../core/precision.hpp"
 #include "../core/random.hpp"
 #include "../core/tokens.hpp"
 #include "../features/favor.hpp"
@@ -99,7 +100,8 @@ class TextClassifier : public EncoderAccess<TextClassifier<Map>, Map> {
 
   /// logits (resized to B × C) for `batch`. With `training`, dropout masks are drawn from
   /// `rng` (embeddings, then each layer's attention and feed-forward branches, then the pair
-  /// head); without, dropout is the identity and `rng` is not used. Keeps what backward needs.
+  /// head) and every product is in Scalar; without, dropout is the identity, `rng` is not used
+  /// and the encoder's affine layers run in inference_precision(). Keeps what backward needs.
   /// Throws invalid_argument naming 'batch.ids', 'batch.mask', 'batch.segments' or
   /// 'batch.overlap' for a batch that does not fit the config (empty, longer than max_length,
   /// ids or segments out of range, shapes that differ, overlap features missing or not finite
@@ -121,7 +123,8 @@ class TextClassifier : public EncoderAccess<TextClassifier<Map>, Map> {
       segment_.forward_add(segments_, x_);
     }
     embed_dropout_.forward(x_, training, rng);
-    encoder_.forward(x_, mask_, training, rng);
+    encoder_.forward(x_, mask_, training, rng,
+                     training ? InferencePrecision::fp32 : inference_precision_);
     final_norm_.forward(x_, hf_);
     if (config_.pooling == PoolingKind::pair) {
       pair_head_.forward(hf_, tokens_, mask_, segments_, batch.overlap, training, rng);
@@ -133,7 +136,7 @@ class TextClassifier : public EncoderAccess<TextClassifier<Map>, Map> {
     has_forward_ = true;
   }
 
-  /// Evaluation forward (no dropout).
+  /// Evaluation forward (no dropout), in inference_precision().
   void forward(const TokenBatch& batch, MatrixType& logits) {
     Rng unused(0);
     forward(batch, logits, false, unused);
@@ -224,6 +227,24 @@ class TextClassifier : public EncoderAccess<TextClassifier<Map>, Map> {
     for (const auto& p : parameters()) total += p.value->size();
     return total;
   }
+
+  // ---- inference precision ---------------------------------------------------------------
+
+  /// Asks for the arithmetic of the evaluation forward (core/precision.hpp): with bf16, the
+  /// encoder's affine layers (Q, K, V and output projections, W₁ and W₂) take bf16 weights and
+  /// inputs and accumulate in fp32; embeddings, norms, attention, GELU, pooling and the
+  /// classifier stay in Scalar. bf16 needs a float model and AVX512-BF16 where `available`
+  /// (default: bf16_available(); false forces the fallback); otherwise the model stays fp32 and
+  /// the returned notice says why. Not saved in model files; training forwards ignore it.
+  PrecisionChoice set_inference_precision(InferencePrecision requested,
+                                          bool available = bf16_available()) {
+    PrecisionChoice choice = choose_inference_precision<Scalar>(requested, available);
+    inference_precision_ = choice.used;
+    return choice;
+  }
+
+  /// The arithmetic of the evaluation forward (fp32 unless set_inference_precision granted bf16).
+  InferencePrecision inference_precision() const noexcept { return inference_precision_; }
 
   // ---- the token embedding ----------------------------------------------------------------
 
@@ -363,6 +384,7 @@ class TextClassifier : public EncoderAccess<TextClassifier<Map>, Map> {
   Index length_ = 0;
   bool has_forward_ = false;
   bool train_token_embedding_ = true;
+  InferencePrecision inference_precision_ = InferencePrecision::fp32;
 };
 
 }  // namespace coulomb::nn
