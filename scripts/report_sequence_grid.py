@@ -115,7 +115,7 @@ def draw(summary, png):
             f.write(f"set terminal pngcairo size {520 * cols},{380 * rows} font ',10'\n")
             f.write(f"set output ARG1\nset multiplot layout {rows},{cols}\n")
             f.write("set logscale x 2\nset xlabel 'features m'\nset ylabel 'test accuracy (%)'\n")
-            f.write("set key bottom right\nset grid\n")
+            f.write("set key bottom right\nset grid\nset yrange [*:100.5]\n")
             for k, (_, title) in enumerate(plots):
                 f.write(f"set title ARG{2 * k + 3}\n")
                 f.write(f"plot ARG{2 * k + 2} using 1:2:3 with yerrorlines title 'vanilla', "
