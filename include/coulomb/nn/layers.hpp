@@ -212,13 +212,7 @@ class Linear : public detail::LayerTypes<Scalar> {
     detail::require_cols(X, input_dim(), where, "X");
     const Index n = X.rows();
     detail::require(n >= 1, where, "argument 'X' has no rows");
-    detail::require(static_cast<Index>(labels.size()) == n, where,
-                    "argument 'labels' has " + std::to_string(labels.size()) +
-                        " entries, expected " + std::to_string(n) + " (the rows of 'X')");
-    for (std::size_t r = 0; r < labels.size(); ++r)
-      detail::require(labels[r] >= 0 && labels[r] < output_dim(), where,
-                      "argument 'labels' holds " + std::to_string(labels[r]) + " at index " +
-                          std::to_string(r) + ", expected 0.." + std::to_string(output_dim() - 1));
+    detail::nn_check_labels(labels, n, output_dim(), where, "X");
     const Index d = input_dim(), C = output_dim();
     const int T = split_threads(n);
     if (workspaces_.size() < static_cast<std::size_t>(T))

@@ -25,6 +25,21 @@ namespace coulomb {
 
 namespace detail {
 
+/// Checks labels: one per row of the argument `rows_name` (`rows` of them), each in [0, C).
+inline void nn_check_labels(std::span<const int> labels, Index rows, Index C, const char* where,
+                            const char* rows_name) {
+  if (!(static_cast<Index>(labels.size()) == rows))
+    detail::throw_invalid(where, "argument 'labels' has " + std::to_string(labels.size()) +
+                                     " entries, expected " + std::to_string(rows) +
+                                     " (the rows of '" + rows_name + "')");
+  for (std::size_t b = 0; b < labels.size(); ++b) {
+    if (!(labels[b] >= 0 && labels[b] < C))
+      detail::throw_invalid(where, "argument 'labels' holds " + std::to_string(labels[b]) +
+                                       " at index " + std::to_string(b) + ", expected 0.." +
+                                       std::to_string(C - 1));
+  }
+}
+
 /// Checks logits (non-empty, finite) and labels (one per row, in [0, C)).
 template <typename D>
 void nn_check_logits_labels(const Eigen::MatrixBase<D>& logits, std::span<const int> labels,
@@ -33,16 +48,7 @@ void nn_check_logits_labels(const Eigen::MatrixBase<D>& logits, std::span<const 
     detail::throw_invalid(where, "argument 'logits' is " + std::to_string(logits.rows()) + "x" +
                                      std::to_string(logits.cols()) + ", expected at least 1x1");
   detail::require_finite(logits, where, "logits");
-  if (!(static_cast<Index>(labels.size()) == logits.rows()))
-    detail::throw_invalid(where, "argument 'labels' has " + std::to_string(labels.size()) +
-                                     " entries, expected " + std::to_string(logits.rows()) +
-                                     " (the rows of 'logits')");
-  for (std::size_t b = 0; b < labels.size(); ++b) {
-    if (!(labels[b] >= 0 && labels[b] < logits.cols()))
-      detail::throw_invalid(where, "argument 'labels' holds " + std::to_string(labels[b]) +
-                                       " at index " + std::to_string(b) + ", expected 0.." +
-                                       std::to_string(logits.cols() - 1));
-  }
+  nn_check_labels(labels, logits.rows(), logits.cols(), where, "logits");
 }
 
 /// Per row b of Z: mx_b = max_j Z(b, j), column by column.
