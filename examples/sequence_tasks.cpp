@@ -10,7 +10,8 @@
 // restart with the same --out skips the (task, cell, variant, seed) rows already in runs.csv,
 // so a grid driven by a script resumes. Kernels: vanilla (Ω drawn once and frozen) or learned
 // (Phase A of train/sequence_phase_a.hpp on the representations chosen by --phase-a, from the
-// model at initialization, then Ω frozen; issue 22, item 4). A runs.csv of the earlier layout
+// model at initialization or, with --phase-a-after E, after E epochs of training with the drawn
+// Ω; then Ω frozen; issue 22, item 4). A runs.csv of the earlier layout
 // (without the phase_a column) is read as vanilla rows and rewritten in the new layout.
 //
 // Built with MPI (common/processes.hpp), it runs as P data-parallel processes under mpirun
@@ -76,6 +77,7 @@ struct Options {
   Index phase_a_steps = 300;
   Index phase_a_sequences = 256;
   double phase_a_step_size = 1.0;
+  Index phase_a_after = 0;  // epochs trained with the drawn Ω before Phase A
   Index features = 64;
   std::uint64_t seed = 1;
   std::uint64_t data_seed = 1;
@@ -351,8 +353,10 @@ RunResult train_task(const Options& o, const Task& task, const coulomb_examples:
   using Clock = std::chrono::steady_clock;
   nn::SequenceModel<Map> model(model_config(o, task), o.seed);
   RunResult result;
-  if (o.kernel == "learned") {
-    // Phase A on the representations of the model at initialization, then Ω frozen.
+  // Phase A on the representations of the model as it is (at initialization, or after
+  // --phase-a-after epochs), then Ω frozen. Ω is not a trained parameter in either case, so the
+  // optimizer's state stays valid across the change.
+  auto phase_a = [&] {
     coulomb::train::SequencePhaseAOptions pa;
     pa.targets = coulomb::train::sequence_phase_a_targets_from_string(o.phase_a);
     pa.phase_a.num_sequences = o.phase_a_sequences;
@@ -374,8 +378,9 @@ RunResult train_task(const Options& o, const Task& task, const coulomb_examples:
                 << report.phase_a.omegas.front().samples << " rows per Omega): alignment "
                 << result.alignment_before << " -> " << result.alignment_after << ", "
                 << result.phase_a_seconds << " s\n";
-  }
-  auto params = model.parameters();  // after Phase A: Ω frozen
+  };
+  if (o.kernel == "learned" && o.phase_a_after == 0) phase_a();
+  auto params = model.parameters();
   result.parameters = model.num_parameters();
   const auto& train = task.splits.train;
   const Index batches = (train.size() + o.batch_size - 1) / o.batch_size;
@@ -405,6 +410,12 @@ RunResult train_task(const Options& o, const Task& task, const coulomb_examples:
   double tokens = 0, train_seconds = 0, eval_seconds = 0;
   result.dev_accuracy = -1;
   for (Index epoch = 0; epoch < o.epochs && step < total; ++epoch) {
+    if (o.kernel == "learned" && o.phase_a_after > 0 && epoch == o.phase_a_after) {
+      phase_a();
+      // The best epoch so far was kept with the drawn Ω: development accuracy is compared
+      // from here on with the learned one only.
+      result.dev_accuracy = -1;
+    }
     std::iota(order.begin(), order.end(), Index(0));
     coulomb::Rng shuffle_rng =
         coulomb::Rng(o.seed).split(2).split(static_cast<std::uint64_t>(epoch));
@@ -449,6 +460,10 @@ RunResult train_task(const Options& o, const Task& task, const coulomb_examples:
     }
   }
   if (progress) progress->finish();
+  if (o.kernel == "learned" && std::isnan(result.phase_a_seconds))
+    throw std::invalid_argument("--max-steps " + std::to_string(o.max_steps) +
+                                " ends the training before Phase A (--phase-a-after " +
+                                std::to_string(o.phase_a_after) + " epochs)");
   best.restore(params);
   const auto eval_start = Clock::now();
   result.test_accuracy = accuracy(model, task.splits.test, 64, collective);
@@ -517,6 +532,12 @@ int run(int argc, char** argv, coulomb_examples::Processes& processes) {
                  "query with its answer) or query (the queries at the answer positions with "
                  "the answer; for ListOps at 8 evenly spaced positions with the label)")
       ->check(CLI::IsMember({"pooled", "query"}))
+      ->capture_default_str();
+  app.add_option("--phase-a-after", o.phase_a_after,
+                 "Epochs trained with the drawn Omega before Phase A (0: Phase A on the model at "
+                 "initialization); the best epoch is then chosen among the later ones, and the "
+                 "phase_a column of runs.csv reads e.g. pooled+after1")
+      ->check(coulomb_examples::integer_in(0, 10'000))
       ->capture_default_str();
   app.add_option("--phase-a-steps", o.phase_a_steps, "Langevin steps of Phase A per Ω")
       ->check(coulomb_examples::integer_in(0, 1'000'000))
@@ -631,6 +652,12 @@ int run(int argc, char** argv, coulomb_examples::Processes& processes) {
                             std::to_string(o.d_model / o.num_heads));
     if (o.kernel == "learned" && o.attention == "softmax")
       return cli.reject("--kernel", "learned needs linear attention (softmax has no Omega)");
+    if (o.phase_a_after > 0 && o.kernel != "learned")
+      return cli.reject("--phase-a-after", "needs --kernel learned");
+    if (o.phase_a_after >= o.epochs)
+      return cli.reject("--phase-a-after", std::to_string(o.phase_a_after) +
+                                               " epochs leave no epoch after Phase A (--epochs " +
+                                               std::to_string(o.epochs) + ")");
     if (o.listops_min_length > o.listops_max_length)
       return cli.reject("--listops-min-length", "is larger than --listops-max-length");
     if (4 * o.mqar_pairs > o.mqar_length)
@@ -664,7 +691,9 @@ int run(int argc, char** argv, coulomb_examples::Processes& processes) {
           o.attention,
           map,
           o.kernel,
-          o.kernel == "learned" ? o.phase_a : "none",
+          o.kernel != "learned" ? "none"
+          : o.phase_a_after > 0 ? o.phase_a + "+after" + std::to_string(o.phase_a_after)
+                                : o.phase_a,
           o.attention == "softmax" ? "0" : std::to_string(o.features),
           std::to_string(o.seed)};
       double skip = processes.root() && table.contains(keys) ? 1.0 : 0.0;

@@ -188,9 +188,10 @@ const std::vector<std::string> baseline_names{"fixed_rff", "importance", "repuls
 const std::vector<double> ridge_alphas{1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0};
 
 struct Score {
-  double accuracy;       ///< on the test (or validation) set
-  double alpha;          ///< the ridge penalty chosen by cross-validation
-  double squared_error;  ///< mean (f(x) − t)² on that set, t = ±1 the ridge's targets
+  double accuracy;           ///< on the test (or validation) set
+  double alpha;              ///< the ridge penalty chosen by cross-validation
+  double squared_error;      ///< mean (f(x) − t)² on that set, t = ±1 the ridge's targets
+  std::vector<int> correct;  ///< per point of that set: 1 when its label is predicted
 };
 
 /// Test accuracy of the ridge classifier (penalty by CV on the training split) on the Fourier
@@ -202,8 +203,12 @@ Score classify(const MatR& omega, const Data& train, const Data& test,
       coulomb::fit_ridge_cross_validated(phi_train, train.y, ridge_alphas, folds);
   const MatR phi_test = coulomb::fourier_features(omega, test.X);
   const Vec t = 2.0 * test.y.cast<double>().array() - 1.0;
+  const Vec f = ridge.decision_function(phi_test);
+  std::vector<int> correct(static_cast<std::size_t>(f.size()));
+  for (Index i = 0; i < f.size(); ++i)
+    correct[static_cast<std::size_t>(i)] = (f(i) > 0.0) == (test.y(i) == 1);
   return {ridge.accuracy(phi_test, test.y), ridge.alpha(),
-          (ridge.decision_function(phi_test) - t).squaredNorm() / static_cast<double>(t.size())};
+          (f - t).squaredNorm() / static_cast<double>(t.size()), std::move(correct)};
 }
 
 /// Hyperparameters of Phase A, in TiltedLangevin's scale-free units (docs/particles.md).
@@ -215,6 +220,11 @@ struct PhaseA {
   /// The sampler: false = tamed unadjusted Langevin, true = Metropolis-adjusted steps with
   /// independence jumps to the base draw (TiltedLangevinOptions::metropolis, jump_period).
   bool exact = coulomb::TiltedLangevinOptions{}.metropolis;
+  /// Where the particles start: false = the fixed-RFF draw, true = importance sampling's draw
+  /// at the same budget (with its chosen ρ).
+  bool from_importance = false;
+  /// No Langevin step: the start itself (a candidate of the selection with --keep-start).
+  bool zero_steps = false;
 };
 
 struct PhaseASettings {
@@ -244,6 +254,7 @@ double absolute_lambda(const Data& data, const MatR& omega0, double sigma, doubl
 template <typename... Callbacks>
 MatR run_phase_a(const Data& data, const MatR& omega0, double sigma, const PhaseA& p,
                  const PhaseASettings& s, std::uint64_t seed, Callbacks&&... callbacks) {
+  if (p.zero_steps) return omega0;
   coulomb::AlignmentEnergy<Map> alignment(Map(omega0, VecR()), data.X,
                                           coulomb::binary_targets<Real>(data.y), {.centre = false});
   const coulomb::RieszOptions riesz = riesz_options(data.X.cols(), sigma);
@@ -305,6 +316,16 @@ struct Config {
   std::vector<double> steps{coulomb::TiltedLangevinOptions{}.step};
   std::vector<std::string> samplers{"ula", "mala"};
   std::vector<double> rhos{0.5, 4.0, 32.0};
+  /// Starts of the learner's candidates: "rff" (the fixed draw) and/or "importance" (importance
+  /// sampling's draw); several: chosen with the rest on the validation split.
+  std::vector<std::string> starts{"rff"};
+  /// Starts whose zero-step candidate (the start itself, no Langevin step) joins the choice,
+  /// placed before the moving candidates; the first is the reference of selection_margin.
+  std::vector<std::string> keep;
+  int first_seed = 0;  ///< seeds first_seed … first_seed + seeds − 1
+  /// With --keep: a candidate that moves replaces the first kept start only when its validation
+  /// accuracy is higher by at least this many paired standard errors (0: the best score wins).
+  double selection_margin = 0.0;
   /// Folds of the 4-fold split of the training data over which the tuning averages the
   /// validation score (1: the single 75 % / 25 % split).
   Index selection_folds = 1;
@@ -366,15 +387,39 @@ std::vector<Run> run_job(const Config& cfg, Task task, double noise, int seed) {
   {
     const auto t0 = now();
     std::vector<PhaseA> candidates;
-    for (double lr : cfg.lambda_rel)
-      for (double beta : cfg.betas)
-        for (double step : cfg.steps)
-          for (const std::string& sampler : cfg.samplers)
-            candidates.push_back({lr, beta, step, true, sampler == "mala"});
+    for (const std::string& start : cfg.keep) {
+      PhaseA keep;
+      keep.from_importance = start == "importance";
+      keep.zero_steps = true;
+      candidates.push_back(keep);
+    }
+    for (const std::string& start : cfg.starts) {
+      const bool from_is = start == "importance";
+      for (double lr : cfg.lambda_rel)
+        for (double beta : cfg.betas)
+          for (double step : cfg.steps)
+            for (const std::string& sampler : cfg.samplers)
+              candidates.push_back({lr, beta, step, true, sampler == "mala", from_is, false});
+    }
     const bool grid = candidates.size() > 1;  // one configuration: nothing to choose
     std::vector<double> learned_score(candidates.size(), 0.0), is_score(cfg.rhos.size(), 0.0);
+    // Per validation point (over the folds), whether each candidate predicts it: for the margin.
+    std::vector<std::vector<int>> learned_correct(candidates.size());
+    auto add_score = [&](std::size_t c, const Score& score) {
+      learned_score[c] += cfg.selection_score(score);
+      learned_correct[c].insert(learned_correct[c].end(), score.correct.begin(),
+                                score.correct.end());
+    };
     coulomb::Rng tune_rng = rng.split(1);
     double bandwidth0 = 0.0;
+    // What the candidates started from importance sampling's draw need once ρ is chosen.
+    struct FoldContext {
+      Data fit, val;
+      std::vector<Index> fit_folds;
+      double bandwidth;
+      Map pool;
+    };
+    std::vector<FoldContext> contexts;
     for (Index fold = 0; fold < cfg.selection_folds; ++fold) {
       const Data fit = subset(train, fold_rows(fold, false));
       const Data val = subset(train, fold_rows(fold, true));
@@ -392,9 +437,10 @@ std::vector<Run> run_job(const Config& cfg, Task task, double noise, int seed) {
       omega0 /= static_cast<Real>(sel.bandwidth);
       if (grid)
         for (std::size_t c = 0; c < candidates.size(); ++c) {
+          if (candidates[c].from_importance) continue;  // after ρ is chosen, below
           const MatR omega =
               run_phase_a(fit, omega0, sel.bandwidth, candidates[c], cfg.phase_a, job_seed + 17);
-          learned_score[c] += cfg.selection_score(classify(omega, fit, val, fit_folds));
+          add_score(c, classify(omega, fit, val, fit_folds));
         }
       Map pool(d, cfg.pool, fold_rng, {.bandwidth = sel.bandwidth});
       for (std::size_t r = 0; r < cfg.rhos.size(); ++r) {
@@ -403,20 +449,64 @@ std::vector<Run> run_job(const Config& cfg, Task task, double noise, int seed) {
         is_score[r] += cfg.selection_score(
             classify(is.sample_particles(cfg.tuning_budget, fold_rng), fit, val, fit_folds));
       }
+      contexts.push_back({fit, val, fit_folds, sel.bandwidth, pool});
     }
-    // The first best (ties keep the earlier candidate, as the single split did).
-    const auto best_c = static_cast<std::size_t>(
-        std::max_element(learned_score.begin(), learned_score.end()) - learned_score.begin());
-    best_phase = candidates[best_c];
-    best_lambda_rel = best_phase.lambda_rel;
     const auto best_r = static_cast<std::size_t>(
         std::max_element(is_score.begin(), is_score.end()) - is_score.begin());
     best_rho = cfg.rhos[best_r];
+    // Candidates started from importance sampling's draw (the chosen ρ), from a stream of
+    // their own so that the other methods' draws do not depend on --starts.
+    const bool any_from_is = std::any_of(candidates.begin(), candidates.end(),
+                                         [](const PhaseA& p) { return p.from_importance; });
+    if (grid && any_from_is)
+      for (Index fold = 0; fold < cfg.selection_folds; ++fold) {
+        const FoldContext& f = contexts[static_cast<std::size_t>(fold)];
+        coulomb::Rng start_rng =
+            coulomb::Rng(job_seed ^ 0x15D1A7ULL).split(static_cast<std::uint64_t>(fold));
+        coulomb::ImportanceSampling<Map> is(f.pool, f.fit.X, coulomb::binary_targets<Real>(f.fit.y),
+                                            {.rho = best_rho});
+        const MatR start = is.sample_particles(cfg.tuning_budget, start_rng);
+        for (std::size_t c = 0; c < candidates.size(); ++c) {
+          if (!candidates[c].from_importance) continue;
+          const MatR omega =
+              run_phase_a(f.fit, start, f.bandwidth, candidates[c], cfg.phase_a, job_seed + 17);
+          add_score(c, classify(omega, f.fit, f.val, f.fit_folds));
+        }
+      }
+    // The first best (ties keep the earlier candidate, as the single split did).
+    auto best_c = static_cast<std::size_t>(
+        std::max_element(learned_score.begin(), learned_score.end()) - learned_score.begin());
+    // The margin: moving must beat the kept start by selection_margin paired standard errors
+    // of the validation accuracy (the per-point differences of the two candidates).
+    const auto keep =
+        static_cast<std::size_t>(std::find_if(candidates.begin(), candidates.end(),
+                                              [](const PhaseA& p) { return p.zero_steps; }) -
+                                 candidates.begin());
+    // Recorded in the tuning row: the best candidate's validation advantage over the kept draw
+    // and its paired standard error (so other margins can be read off one run).
+    double advantage = 0.0, advantage_se = 0.0;
+    if (grid && keep < candidates.size() && best_c != keep) {
+      const std::vector<int>& a = learned_correct[best_c];
+      const std::vector<int>& b = learned_correct[keep];
+      const auto n = static_cast<double>(a.size());
+      double sq = 0.0;
+      for (std::size_t i = 0; i < a.size(); ++i) advantage += a[i] - b[i];
+      advantage /= n;
+      for (std::size_t i = 0; i < a.size(); ++i)
+        sq += (a[i] - b[i] - advantage) * (a[i] - b[i] - advantage);
+      advantage_se = n > 1 ? std::sqrt(sq / (n - 1) / n) : 0.0;
+      if (advantage <= 0.0 || advantage < cfg.selection_margin * advantage_se) best_c = keep;
+    }
+    best_phase = candidates[best_c];
+    best_lambda_rel = best_phase.lambda_rel;
     const double n_folds = static_cast<double>(cfg.selection_folds);
     std::ostringstream h;
     h << "lambda_rel=" << best_lambda_rel << ";beta=" << best_phase.beta
       << ";step=" << best_phase.step << ";sampler=" << (best_phase.exact ? "mala" : "ula")
-      << ";rho=" << best_rho << ";folds=" << cfg.selection_folds << ";selection=" << cfg.selection;
+      << ";start=" << (best_phase.from_importance ? "importance" : "rff")
+      << ";zero_steps=" << best_phase.zero_steps << ";advantage=" << advantage
+      << ";advantage_se=" << advantage_se << ";rho=" << best_rho << ";folds=" << cfg.selection_folds
+      << ";selection=" << cfg.selection;
     runs.push_back({task, noise, seed, "tuning", cfg.tuning_budget,
                     (grid ? learned_score[best_c] : is_score[best_r]) / n_folds, bandwidth0, 0.0,
                     h.str(), seconds_since(t0)});
@@ -436,32 +526,43 @@ std::vector<Run> run_job(const Config& cfg, Task task, double noise, int seed) {
                     seconds_since(t0)});
 
     t0 = now();
+    MatR is_omega;
+    double is_seconds = 0.0;
     {
       Map pool(d, cfg.pool, budget_rng, {.bandwidth = sigma});
       coulomb::ImportanceSampling<Map> is(pool, train.X, coulomb::binary_targets<Real>(train.y),
                                           {.rho = best_rho});
-      const MatR omega = is.sample_particles(budget, budget_rng);
-      const Score score = classify(omega, train, test, folds);
+      is_omega = is.sample_particles(budget, budget_rng);
+      is_seconds = seconds_since(t0);
+      const Score score = classify(is_omega, train, test, folds);
       std::ostringstream h;
       h << "rho=" << best_rho;
       runs.push_back({task, noise, seed, "importance", budget, score.accuracy, sigma, score.alpha,
                       h.str(), seconds_since(t0)});
     }
 
-    const PhaseA variants[3] = {
-        {best_lambda_rel, best_phase.beta, best_phase.step, true, best_phase.exact},
-        {cfg.repulsion_rel, best_phase.beta, best_phase.step, true, best_phase.exact},
-        {best_lambda_rel, best_phase.beta, best_phase.step, false, best_phase.exact}};
+    // The ablations take the chosen start and sampler but always move (with zero steps chosen
+    // they would repeat the start).
+    const bool from_is = best_phase.from_importance;
+    const PhaseA variants[3] = {best_phase,
+                                {cfg.repulsion_rel, best_phase.beta, best_phase.step, true,
+                                 best_phase.exact, from_is, false},
+                                {best_lambda_rel, best_phase.beta, best_phase.step, false,
+                                 best_phase.exact, from_is, false}};
     for (int v = 0; v < 3; ++v) {
       t0 = now();
-      const MatR omega =
-          run_phase_a(train, omega0, sigma, variants[v], cfg.phase_a, job_seed + 31 * budget);
+      const MatR omega = run_phase_a(train, from_is ? is_omega : omega0, sigma, variants[v],
+                                     cfg.phase_a, job_seed + 31 * budget);
       std::ostringstream h;
       h << "lambda_rel=" << variants[v].lambda_rel << ";beta=" << variants[v].beta
-        << ";step=" << variants[v].step << ";noise=" << variants[v].noise;
+        << ";step=" << variants[v].step << ";noise=" << variants[v].noise
+        << ";start=" << (from_is ? "importance" : "rff")
+        << ";zero_steps=" << variants[v].zero_steps;
       const Score score = classify(omega, train, test, folds);
+      // A learner started from importance sampling's draw includes the time of that draw.
       runs.push_back({task, noise, seed, method_names[static_cast<std::size_t>(2 + v)], budget,
-                      score.accuracy, sigma, score.alpha, h.str(), seconds_since(t0)});
+                      score.accuracy, sigma, score.alpha, h.str(),
+                      seconds_since(t0) + (from_is ? is_seconds : 0.0)});
     }
   }
   return runs;
@@ -918,7 +1019,8 @@ int main(int argc, char** argv) try {
       "repulsion) against fixed random Fourier features and Sinha & Duchi's importance sampling, "
       "and the ablations without repulsion and without noise, with a ridge classifier on "
       "(1/sqrt(N))[cos Wx, sin Wx] for feature budgets N = 16 to 256. Four tasks (rings, "
-      "checkerboard, xor8, mixture), training-label noise 0, 0.1, 0.2 and 0.3, seeds 0 to S-1; "
+      "checkerboard, xor8, mixture), training-label noise 0, 0.1, 0.2 and 0.3, seeds F to F+S-1 (F "
+      "= 0); "
       "every hyperparameter is chosen without the test set. Writes DIR/runs.csv, DIR/summary.md "
       "(mean +- sd tables, paired comparisons, retention) and, with gnuplot, three figures. The "
       "numbers are the same bits for any thread count.");
@@ -926,8 +1028,14 @@ int main(int argc, char** argv) try {
   bool quick = false;
   cli.add_out(cfg.out);
   cli.app()
-      .add_option("--seeds", cfg.seeds, "Seeds per task and noise rate (0 to S-1)")
+      .add_option("--seeds", cfg.seeds, "Seeds per task and noise rate (F to F+S-1)")
       ->check(coulomb_examples::integer_in(1, 1000))
+      ->capture_default_str();
+  cli.app()
+      .add_option("--first-seed", cfg.first_seed,
+                  "First seed F (seeds other than the published table's, for development "
+                  "studies)")
+      ->check(coulomb_examples::integer_in(0, 1000000))
       ->capture_default_str();
   cli.add_threads(cfg.threads, "Worker threads (one job at a time each)");
   cli.app().add_flag("--quick", quick,
@@ -973,6 +1081,27 @@ int main(int argc, char** argv) try {
                   "several: chosen on a validation split of the training data")
       ->delimiter(',')
       ->check(CLI::IsMember({"ula", "mala"}))
+      ->capture_default_str();
+  cli.app()
+      .add_option("--starts", cfg.starts,
+                  "Where the learner's particles start: rff (the fixed-RFF draw) or importance "
+                  "(importance sampling's draw at the same budget); several: chosen on a "
+                  "validation split of the training data")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"rff", "importance"}))
+      ->capture_default_str();
+  cli.app()
+      .add_option("--keep", cfg.keep,
+                  "Starts (rff, importance) whose draw itself, without a Langevin step, joins "
+                  "the learner's candidates on the validation split")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"rff", "importance"}));
+  cli.app()
+      .add_option("--selection-margin", cfg.selection_margin,
+                  "With --keep: the learner replaces the first kept draw only by a candidate "
+                  "whose validation accuracy is higher by this many paired standard errors (0: "
+                  "the best score wins)")
+      ->check(coulomb_examples::non_negative_number())
       ->capture_default_str();
   cli.app()
       .add_option("--jump-period", cfg.phase_a.jump_period,
@@ -1029,6 +1158,10 @@ int main(int argc, char** argv) try {
     return cli.reject("--budgets", "'" + std::to_string(*twice) + "' is listed twice");
   if (const auto twice = coulomb_examples::repeated_entry(cfg.samplers))
     return cli.reject("--samplers", "'" + *twice + "' is listed twice");
+  if (const auto twice = coulomb_examples::repeated_entry(cfg.starts))
+    return cli.reject("--starts", "'" + *twice + "' is listed twice");
+  if (const auto twice = coulomb_examples::repeated_entry(cfg.keep))
+    return cli.reject("--keep", "'" + *twice + "' is listed twice");
   if (quick) {
     if (cli.app().count("--seeds") == 0) cfg.seeds = 1;
     if (cli.app().count("--noise") == 0) cfg.noise = {0.1};
@@ -1059,7 +1192,7 @@ int main(int argc, char** argv) try {
   std::vector<Job> jobs;
   for (Task t : cfg.tasks)
     for (double noise : cfg.noise)
-      for (int s = 0; s < cfg.seeds; ++s) jobs.push_back({t, noise, s});
+      for (int s = 0; s < cfg.seeds; ++s) jobs.push_back({t, noise, cfg.first_seed + s});
   std::vector<std::vector<Run>> results(jobs.size());
   std::atomic<std::size_t> next_job{0};
   std::size_t done = 0;  // under `print`
