@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Summarizes a grid of sequence_tasks runs (one runs.csv): per task cell, feature map and
-feature budget m, the test accuracy of the vanilla and the learned kernel over the seeds
-(mean ± sd), and the paired difference learned − vanilla over the seeds both have, with its
-95 % t-interval. Writes the table as Markdown on stdout, the summary as CSV, and with --png a
+feature budget m, the test accuracy of the vanilla kernel and of each learned variant (Phase A
+at initialization: "learned"; other --phase-a choices, such as pooled+after1: "learned:<choice>")
+over the seeds (mean ± sd), and the paired difference learned − vanilla over the seeds both
+have, with its 95 % t-interval, per cell and over all pairs. Writes the table as Markdown on stdout, the summary as CSV, and with --png a
 figure of accuracy against m (one panel per cell, gnuplot).
 
     python3 scripts/report_sequence_grid.py OUT/runs.csv --csv OUT/summary.csv --png OUT/accuracy_vs_m.png
@@ -42,6 +43,15 @@ def cell_key(cell):
     return parts
 
 
+def variant_name(row):
+    """vanilla, learned (Phase A at initialization with the default representations) or
+    learned:<phase_a> for the other Phase A choices (for example learned:pooled+after1)."""
+    if row["kernel"] != "learned":
+        return row["kernel"]
+    phase_a = row.get("phase_a", "pooled")
+    return "learned" if phase_a in ("pooled", "") else "learned:" + phase_a
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", help="runs.csv of sequence_tasks")
@@ -49,52 +59,79 @@ def main():
     parser.add_argument("--png", help="draw accuracy against m here (gnuplot)")
     args = parser.parse_args()
 
-    acc = defaultdict(dict)  # (task, cell, attention, map, m, kernel) -> {seed: accuracy}
+    acc = defaultdict(dict)  # (task, cell, attention, map, m, variant) -> {seed: accuracy}
     with open(args.runs, newline="") as f:
         for row in csv.DictReader(f):
             key = (row["task"], row["cell"], row["attention"], row["feature_map"],
-                   int(row["features"]), row["kernel"])
+                   int(row["features"]), variant_name(row))
             acc[key][int(row["seed"])] = 100.0 * float(row["test_accuracy"])
 
     groups = sorted({k[:5] for k in acc}, key=lambda g: (g[0], cell_key(g[1]), g[2], g[3], g[4]))
+    learned = sorted({k[5] for k in acc if k[5] != "vanilla"})
+
+    def stat(d):
+        v = list(d.values())
+        if not v:
+            return math.nan, math.nan, "—"
+        sd = statistics.stdev(v) if len(v) > 1 else math.nan
+        return statistics.fmean(v), sd, f"{statistics.fmean(v):.1f} ± {sd:.1f}"
+
+    head = "| task | cell | map | m | vanilla |"
+    rule = "|---|---|---|---:|---:|"
+    for v in learned:
+        head += f" {v} | {v} − vanilla [95 % CI] |"
+        rule += "---:|---|"
+    print(head + " seeds |")
+    print(rule + "---:|")
     summary = []
-    print("| task | cell | map | m | vanilla | learned | learned − vanilla [95 % CI] | seeds |")
-    print("|---|---|---|---:|---:|---:|---|---:|")
+    pooled = defaultdict(list)  # variant -> paired differences over every group and seed
     for g in groups:
         van = acc.get(g + ("vanilla",), {})
-        lea = acc.get(g + ("learned",), {})
-
-        def stat(d):
-            v = list(d.values())
-            if not v:
-                return math.nan, math.nan, "—"
-            sd = statistics.stdev(v) if len(v) > 1 else math.nan
-            return statistics.fmean(v), sd, f"{statistics.fmean(v):.1f} ± {sd:.1f}"
-
         vm, vs, vt = stat(van)
-        lm, ls, lt = stat(lea)
-        seeds = sorted(set(van) & set(lea))
-        if seeds:
-            mean, half = interval([lea[s] - van[s] for s in seeds])
-            dt = f"{mean:+.1f} [{mean - half:+.1f}, {mean + half:+.1f}]"
-        else:
-            mean, half, dt = math.nan, math.nan, "—"
         name = g[3] if g[2] == "linear" else g[2]
-        print(f"| {g[0]} | {g[1]} | {name} | {g[4]} | {vt} | {lt} | {dt} | {len(seeds)} |")
-        summary.append([g[0], g[1], name, g[4], vm, vs, lm, ls, mean, half, len(seeds)])
+        line = f"| {g[0]} | {g[1]} | {name} | {g[4]} | {vt} |"
+        paired_seeds = 0
+        for v in learned:
+            lea = acc.get(g + (v,), {})
+            lm, ls, lt = stat(lea)
+            seeds = sorted(set(van) & set(lea))
+            if seeds:
+                diffs = [lea[s] - van[s] for s in seeds]
+                pooled[v] += diffs
+                mean, half = interval(diffs)
+                dt = f"{mean:+.1f} [{mean - half:+.1f}, {mean + half:+.1f}]"
+            else:
+                mean, half, dt = math.nan, math.nan, "—"
+            paired_seeds = max(paired_seeds, len(seeds))
+            line += f" {lt} | {dt} |"
+            summary.append([g[0], g[1], name, g[4], v, vm, vs, lm, ls, mean, half, len(seeds)])
+        print(line + f" {paired_seeds} |")
+    print()
+    for v in learned:
+        d = pooled[v]
+        if len(d) > 1:
+            mean = statistics.fmean(d)
+            half = (T95[min(len(d) - 1, len(T95)) - 1] if len(d) <= len(T95) else 1.96) * \
+                statistics.stdev(d) / math.sqrt(len(d))
+            wins = sum(x > 0 for x in d)
+            losses = sum(x < 0 for x in d)
+            print(f"{v} − vanilla over all {len(d)} pairs: {mean:+.1f} "
+                  f"[{mean - half:+.1f}, {mean + half:+.1f}] ({wins} wins, {losses} losses)")
 
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["task", "cell", "map", "m", "vanilla_mean", "vanilla_sd", "learned_mean",
-                        "learned_sd", "difference", "half_width", "paired_seeds"])
+            w.writerow(["task", "cell", "map", "m", "variant", "vanilla_mean", "vanilla_sd",
+                        "learned_mean", "learned_sd", "difference", "half_width",
+                        "paired_seeds"])
             w.writerows(summary)
     if args.png:
-        draw(summary, args.png)
+        draw(summary, learned, args.png)
 
 
-def draw(summary, png):
-    """Accuracy against m, vanilla and learned with ±sd bars, one panel per (task, cell, map)."""
+def draw(summary, learned, png):
+    """Accuracy against m, vanilla and each learned variant with ±sd bars, one panel per
+    (task, cell, map)."""
     panels = []
     for row in summary:
         if (row[0], row[1], row[2]) not in panels:
@@ -104,9 +141,16 @@ def draw(summary, png):
         for i, p in enumerate(panels):
             data = os.path.join(tmp, f"panel{i}.dat")
             with open(data, "w") as f:
+                # m, vanilla mean, sd, then mean and sd of each learned variant
+                by_m = defaultdict(dict)
                 for row in summary:
                     if (row[0], row[1], row[2]) == p:
-                        f.write(" ".join(str(x) for x in row[3:8]) + "\n")
+                        by_m[row[3]]["vanilla"] = row[5:7]
+                        by_m[row[3]][row[4]] = row[7:9]
+                for m in sorted(by_m):
+                    values = [by_m[m].get("vanilla", [math.nan, math.nan])]
+                    values += [by_m[m].get(v, [math.nan, math.nan]) for v in learned]
+                    f.write(f"{m} " + " ".join(f"{a} {b}" for a, b in values) + "\n")
             plots.append((data, f"{p[0]} {p[1]}, {p[2]}"))
         script = os.path.join(tmp, "plot.gp")
         cols = min(len(plots), 2)
@@ -116,10 +160,17 @@ def draw(summary, png):
             f.write(f"set output ARG1\nset multiplot layout {rows},{cols}\n")
             f.write("set logscale x 2\nset xlabel 'features m'\nset ylabel 'test accuracy (%)'\n")
             f.write("set key bottom right\nset grid\nset yrange [*:100.5]\n")
+            f.write("set datafile missing 'nan'\n")
             for k, (_, title) in enumerate(plots):
                 f.write(f"set title ARG{2 * k + 3}\n")
-                f.write(f"plot ARG{2 * k + 2} using 1:2:3 with yerrorlines title 'vanilla', "
-                        f"'' using ($1*1.04):4:5 with yerrorlines title 'learned (Phase A)'\n")
+                curves = [f"ARG{2 * k + 2} using 1:2:3 with yerrorlines title 'vanilla'"]
+                for j, v in enumerate(learned):
+                    label = ("learned (Phase A at initialization)" if v == "learned"
+                             else v.replace("learned:", "learned, Phase A ")
+                             .replace("+after", " after epoch "))
+                    curves.append(f"'' using ($1*{1.0 + 0.04 * (j + 1):.2f}):{4 + 2 * j}:"
+                                  f"{5 + 2 * j} with yerrorlines title '{label}'")
+                f.write("plot " + ", ".join(curves) + "\n")
             f.write("unset multiplot\n")
         argv = ["gnuplot", "-c", script, png]
         for data, title in plots:
