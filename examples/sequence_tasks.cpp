@@ -523,7 +523,8 @@ int run(int argc, char** argv, coulomb_examples::Processes& processes) {
       ->capture_default_str();
   app.add_option("--kernel", o.kernel,
                  "Kernel: vanilla (Ω drawn once from the seed and frozen) or learned (Phase A on "
-                 "the model at initialization, see --phase-a, then Ω frozen)")
+                 "the model at initialization or after --phase-a-after epochs, see --phase-a, "
+                 "then Ω frozen)")
       ->check(CLI::IsMember({"vanilla", "learned"}))
       ->capture_default_str();
   app.add_option("--phase-a", o.phase_a,
