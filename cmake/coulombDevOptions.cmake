@@ -54,13 +54,22 @@ if(COULOMB_NATIVE)
   endif()
 endif()
 
+# Clang 13 and later: UBSan checks only in coulomb's own code, not in Eigen's and Catch2's
+# functions (cmake/sanitize_ignorelist.txt says why); also used by the fuzzers (fuzz/).
+set(COULOMB_SANITIZE_IGNORELIST_OPTIONS "")
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang" AND CMAKE_CXX_COMPILER_VERSION VERSION_GREATER_EQUAL 13)
+  set(COULOMB_SANITIZE_IGNORELIST_OPTIONS
+      "-fsanitize-ignorelist=${PROJECT_SOURCE_DIR}/cmake/sanitize_ignorelist.txt")
+endif()
+
 if(COULOMB_SANITIZE)
   if(MSVC)
     message(FATAL_ERROR "coulomb: COULOMB_SANITIZE is only supported with GCC/Clang")
   endif()
   set(_coulomb_san_flags -fsanitize=address,undefined -fno-omit-frame-pointer
                          -fno-sanitize-recover=all)
-  target_compile_options(coulomb_dev_options INTERFACE ${_coulomb_san_flags})
+  target_compile_options(coulomb_dev_options INTERFACE ${_coulomb_san_flags}
+                                                       ${COULOMB_SANITIZE_IGNORELIST_OPTIONS})
   target_link_options(coulomb_dev_options INTERFACE ${_coulomb_san_flags})
   unset(_coulomb_san_flags)
 endif()

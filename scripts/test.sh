@@ -1,24 +1,26 @@
 #!/usr/bin/env bash
 # Full local check (what CI runs through .ci/run):
 #   1. build-check/     unoptimized (-O0), -Werror, clang when it is installed (COULOMB_CHECK_CXX
-#                       chooses another compiler, for example g++): the benchmarks, the examples,
-#                       their command-line tests, the installed-package consumer test, the
-#                       getting-started test and the API-docs completeness test;
+#                       chooses another compiler, for example g++): the examples, the benchmarks
+#                       (only checked, -fsyntax-only), the examples' command-line tests, the
+#                       installed-package consumer test, the getting-started test and the
+#                       API-docs completeness test;
 #   2. build-sanitize/  Debug (-O1, no -march=native), AddressSanitizer + UndefinedBehaviorSanitizer,
-#                       -Werror: every unit test. Clang when it is installed (it compiles the
-#                       sanitized, template-heavy tests about twice as fast as GCC; set
-#                       COULOMB_SANITIZE_CXX to choose another compiler).
+#                       -Werror: every unit test (the quick areas at -O0, tests/CMakeLists.txt).
+#                       Clang when it is installed (it compiles the sanitized, template-heavy
+#                       tests about twice as fast as GCC; set COULOMB_SANITIZE_CXX to choose
+#                       another compiler).
 #   3. fuzzing          the libFuzzer targets of fuzz/ (clang; built in build-sanitize/, or in
 #                       build-fuzz/ when step 2 does not use clang) run for COULOMB_FUZZ_SECONDS
 #                       (45) each, all three at once (COULOMB_FUZZ_JOBS; each is bounded by
 #                       time, so this divides the step's wall time), from copies of the seed
 #                       corpora (scripts/run_fuzzers.sh); any crash, leak or sanitizer report
 #                       fails. COULOMB_FUZZ_SECONDS=0 skips the step.
-# The builds of steps 1 and 2 run at the same time, in one pool of as many jobs as cores
-# (scripts/parallel_builds.mk; their logs go to build-check/build.log and build-sanitize/build.log;
-# a failing build prints the end of its log), and step 1's ctest as soon as its build ends: on
-# CI's two cores the check is bound by CPU, and this keeps both cores busy without
-# oversubscribing them (see the comment above the builds).
+# Steps 1 and 2 are configured at the same time, and built at the same time in one pool of as many
+# jobs as cores (scripts/parallel_builds.mk; their logs go to build-check/build.log and
+# build-sanitize/build.log; a failing build prints the end of its log), and step 1's ctest as
+# soon as its build ends: on CI's two cores the check is bound by CPU, and this keeps both cores
+# busy without oversubscribing them (see the comment above the builds).
 # The unit tests are compiled once, in step 2: a second, unsanitized build of them would double
 # the time of the whole check. COULOMB_RELEASE_TESTS=1 also builds and runs them in step 1, which is then a Release build.
 # build/ is left alone: it is the optimized tree of scripts/demo.sh and of the benchmarks.
@@ -71,14 +73,22 @@ release_tests=OFF
 # is compiled to check the code and its warnings, and its programs only run their command-line
 # tests, so optimizing it would cost about 2.7 times the compilation for nothing (evaluate.cpp:
 # 25 s of CPU at -O0, 66 s at -O2). The benchmark figures come from build/ (-O3 -march=native).
-check_flags=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g0")
-[[ "${release_tests}" == ON ]] && check_flags=(-DCMAKE_BUILD_TYPE=Release)
+# Nothing runs the benchmarks here: they are only checked (-fsyntax-only,
+# COULOMB_BENCH_SYNTAX_ONLY), at 0.6 of the CPU of compiling them.
+check_flags=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g0"
+  -DCOULOMB_BENCH_SYNTAX_ONLY=ON)
+[[ "${release_tests}" == ON ]] &&
+  check_flags=(-DCMAKE_BUILD_TYPE=Release -DCOULOMB_BENCH_SYNTAX_ONLY=OFF)
+# The two trees are configured at the same time (a configure runs one process at a time):
+# build-check/'s output goes to build-check/configure.log, printed when both are done.
 step="configure build-check/ (${check_flags[0]#-DCMAKE_BUILD_TYPE=}${check_cxx:+, ${check_cxx}})"
-echo "==> ${step}"
+echo "==> ${step} (build-check/configure.log)"
 reset_if_other_compiler build-check "${check_cxx}"
+mkdir -p build-check
 cmake -S . -B build-check "${check_flags[@]}" \
   -DCOULOMB_WERROR=ON -DCOULOMB_BUILD_UNIT_TESTS="${release_tests}" \
-  ${check_cxx:+-DCMAKE_CXX_COMPILER="${check_cxx}"}
+  ${check_cxx:+-DCMAKE_CXX_COMPILER="${check_cxx}"} >build-check/configure.log 2>&1 &
+check_configure_pid=$!
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -110,6 +120,11 @@ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DCOULOMB_SANITIZE=ON -DCO
   -DCOULOMB_TEST_SHARDS=ON -DCOULOMB_FAST_ISEL=ON \
   -DCOULOMB_BUILD_FUZZERS="$([[ "${fuzz_dir}" == build-sanitize ]] && echo ON || echo OFF)" \
   ${sanitize_cxx:+-DCMAKE_CXX_COMPILER="${sanitize_cxx}"}
+step="configure build-check/ (build-check/configure.log)"
+check_configure_rc=0
+wait "${check_configure_pid}" || check_configure_rc=$?
+cat build-check/configure.log
+[[ ${check_configure_rc} -eq 0 ]] || exit "${check_configure_rc}"
 
 # --- 1 and 2: build both at once, then test -----------------------------------------------
 # On 2 cores the check is bound by CPU: both builds share one pool of ${JOBS} jobs (GNU make's
