@@ -140,7 +140,7 @@ class PhaseBCheckpoints {
     write_record(file, "phase_b.", record);
     file.add_blob("phase_b.history", record_lines(history.epochs));
     io::add_parameters(file, stepper_.parameters(), "model.");
-    add_optimizer_state(file, stepper_.optimizer());
+    add_optimizer_state(file, stepper_.gather_optimizer());
     stepper_.optimizer_written();
     if (stop_ != nullptr) add_early_stopping_state(file, *stop_);
     const std::string_view stage = context_ != nullptr ? context_->stage

@@ -109,19 +109,22 @@ class PhaseBStepper {
   double next_learning_rate() const { return schedule_(steps()); }
   /// The parameter list (as of construction).
   const nn::ParameterList<S>& parameters() const noexcept { return params_; }
-  /// The optimizer with its whole state, for a checkpoint. Sharded, the moments are first
-  /// gathered from every process into it (collective: every process calls it); call
-  /// optimizer_written() after the checkpoint is written.
-  AdamW<S>& optimizer() {
+  /// The optimizer, whose state goes into checkpoints. Sharded, it holds the whole state only
+  /// between gather_optimizer() and optimizer_written(), and between a restore into it and
+  /// optimizer_restored().
+  AdamW<S>& optimizer() noexcept { return adamw_; }
+  /// optimizer() with its whole state, for writing a checkpoint: sharded, the moments are
+  /// first gathered from every process (collective: every process calls it at the same point).
+  AdamW<S>& gather_optimizer() {
     if (sharded_) adamw_.import_state(sharded_->export_state(), params_);
     return adamw_;
   }
-  /// After optimizer() has been written (sharded: frees the gathered moments).
+  /// After gather_optimizer() has been written (sharded: frees the gathered moments).
   void optimizer_written() noexcept {
     if (sharded_) adamw_.reset();
   }
   /// After a checkpoint's state was restored into optimizer() (sharded: each process keeps its
-  /// slice of it).
+  /// slice of it; no communication).
   void optimizer_restored() {
     if (!sharded_) return;
     sharded_->import_state(adamw_.export_state());
