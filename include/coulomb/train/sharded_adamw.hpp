@@ -361,6 +361,11 @@ class ShardedAdamW {
           touched.push_back(x - owned_.begin);
         }
     }
+    // dense_ ← the current values (a part the all-gather does not overwrite stays as it is).
+    for (const Piece& piece : pieces_)
+      if (piece.param != table_)
+        dense_.segment(piece.begin - table_size_, piece.size) =
+            params_[piece.param].value->reshaped();
     Index dense_at = position(std::max(owned_.begin, table_size_));
     for (const Piece& piece : pieces_) {
       const Index a = std::max(owned_.begin, piece.begin);
