@@ -186,7 +186,8 @@ TEST_CASE("MpiPhaseB_SummedGradientIsTheGlobalBatchGradient", "[mpi][phase_b]") 
   Stepper one(alone, options, 10, coulomb::Rng(1));
   const double loss_one = one.step(batch);
   options.collective = world;
-  Stepper all(together, options, 10, coulomb::Rng(1), /*shard_optimizer=*/false);
+  options.shard_optimizer = false;  // the gradients hold the sum after the step
+  Stepper all(together, options, 10, coulomb::Rng(1));
   const double loss_all = all.step(batch);
   CHECK(loss_all == Approx(loss_one).epsilon(1e-5));
   const auto pa = alone.parameters();
@@ -315,7 +316,9 @@ TEST_CASE("MpiPhaseB_ShardedMatchesUnsharded", "[mpi][phase_b][sharded]") {
   Model b(config, 6);
   using Stepper = coulomb::train::detail::PhaseBStepper<float, coulomb::FavorPlus<float>>;
   Stepper sharded(a, options, 14, coulomb::Rng(3));
-  Stepper whole(b, options, 14, coulomb::Rng(3), /*shard_optimizer=*/false);
+  PhaseBOptions unsharded = options;
+  unsharded.shard_optimizer = false;
+  Stepper whole(b, unsharded, 14, coulomb::Rng(3));
   coulomb::Batcher batcher(train,
                            coulomb::BatcherOptions{.batch_size = 15, .shuffle = true, .seed = 5});
   coulomb::TokenBatch batch;

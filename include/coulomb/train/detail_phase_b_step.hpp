@@ -15,7 +15,8 @@
 /// every process holds g = ∂loss/∂θ of the global batch before the same clipping and AdamW
 /// step (the buffer: train/gradient_sum.hpp, which packs only the token table's rows of the ids
 /// in the global batch). Its dropout masks come from a generator derived from (seed, r, step).
-/// By default the AdamW state is sharded (train/sharded_adamw.hpp): the sum is a
+/// With options.shard_optimizer (the default) the AdamW state is sharded
+/// (train/sharded_adamw.hpp): the sum is a
 /// reduce-scatter, each process updates its slice of the parameters with its slice of the
 /// moments, and an all-gather brings every slice to every process.
 #pragma once
@@ -73,10 +74,11 @@ inline void shard_of(const TokenBatch& batch, ShardRange range, TokenBatch& out)
 template <RealScalar S, FeatureMap Map>
 class PhaseBStepper {
  public:
-  /// `shard_optimizer`: with P > 1 processes, shard the AdamW state (ShardedAdamW) rather than
-  /// sum the whole gradient and repeat the full AdamW step on every process (GradientSum).
+  /// With P > 1 processes and options.shard_optimizer, the AdamW state is sharded
+  /// (ShardedAdamW); otherwise the whole gradient is summed (GradientSum) and every process
+  /// takes the full AdamW step.
   PhaseBStepper(nn::TextClassifier<Map>& model, const PhaseBOptions& options, Index total_steps,
-                Rng dropout_rng, bool shard_optimizer = true)
+                Rng dropout_rng)
       : model_(&model),
         params_(model.parameters()),
         adamw_(without_finite_check(options.optimizer)),
@@ -85,7 +87,7 @@ class PhaseBStepper {
         collective_(is_distributed(options.collective) ? options.collective : nullptr) {
     if (collective_) {
       rank_rng_ = dropout_rng.split(static_cast<std::uint64_t>(collective_->rank()));
-      if (shard_optimizer)
+      if (options.shard_optimizer)
         sharded_.emplace(params_, *collective_, adamw_.options());
       else
         gradient_sum_.emplace(params_, *collective_);
