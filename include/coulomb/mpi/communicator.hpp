@@ -21,10 +21,12 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "../core/error.hpp"
 #include "../train/collective.hpp"
@@ -193,6 +195,24 @@ class Communicator final : public train::Collective {
     count(start, bytes.size());
   }
 
+  /// This process's part ← the sum of that part over the processes (MPI_Reduce_scatter; the
+  /// parts as train::Collective::reduce_scatter says).
+  void reduce_scatter(std::span<float> values, std::span<const Index> counts) override {
+    reduce_scatter_parts(values, counts);
+  }
+  /// This process's part ← the sum of that part over the processes (MPI_Reduce_scatter).
+  void reduce_scatter(std::span<double> values, std::span<const Index> counts) override {
+    reduce_scatter_parts(values, counts);
+  }
+  /// Every part ← its owner's (MPI_Allgatherv, MPI_IN_PLACE).
+  void all_gather(std::span<float> values, std::span<const Index> counts) override {
+    all_gather_parts(values, counts);
+  }
+  /// Every part ← its owner's (MPI_Allgatherv, MPI_IN_PLACE).
+  void all_gather(std::span<double> values, std::span<const Index> counts) override {
+    all_gather_parts(values, counts);
+  }
+
   /// Waits until every process has called barrier() (MPI_Barrier).
   void barrier() { detail::check(MPI_Barrier(comm_), "MPI_Barrier"); }
 
@@ -220,6 +240,47 @@ class Communicator final : public train::Collective {
     count(start, values.size_bytes());
   }
 
+  // counts_ ← `counts` as ints, displs_ ← their offsets (each part must fit an int).
+  void parts(std::size_t n, std::span<const Index> counts, const char* what) {
+    check_parts(n, counts, what);
+    counts_.resize(counts.size());
+    displs_.resize(counts.size());
+    Index at = 0;
+    for (std::size_t q = 0; q < counts.size(); ++q) {
+      if (counts[q] > INT_MAX || at > INT_MAX)
+        throw communication_error(std::string("coulomb::mpi::Communicator::") + what +
+                                  ": a part or its offset exceeds INT_MAX entries");
+      counts_[q] = static_cast<int>(counts[q]);
+      displs_[q] = static_cast<int>(at);
+      at += counts[q];
+    }
+  }
+
+  template <typename T>
+  void reduce_scatter_parts(std::span<T> values, std::span<const Index> counts) {
+    const auto start = std::chrono::steady_clock::now();
+    parts(values.size(), counts, "reduce_scatter");
+    // In place, MPI puts this process's part at the start of the buffer: moved to its offset.
+    const auto r = static_cast<std::size_t>(rank_);
+    detail::check(MPI_Reduce_scatter(MPI_IN_PLACE, values.data(), counts_.data(),
+                                     detail::datatype<T>(), MPI_SUM, comm_),
+                  "MPI_Reduce_scatter");
+    if (displs_[r] > 0 && counts_[r] > 0)
+      std::memmove(values.data() + displs_[r], values.data(),
+                   static_cast<std::size_t>(counts_[r]) * sizeof(T));
+    count(start, values.size_bytes());
+  }
+
+  template <typename T>
+  void all_gather_parts(std::span<T> values, std::span<const Index> counts) {
+    const auto start = std::chrono::steady_clock::now();
+    parts(values.size(), counts, "all_gather");
+    detail::check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, values.data(), counts_.data(),
+                                 displs_.data(), detail::datatype<T>(), comm_),
+                  "MPI_Allgatherv");
+    count(start, values.size_bytes());
+  }
+
   void count(std::chrono::steady_clock::time_point start, std::size_t bytes) noexcept {
     seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     bytes_ += bytes;
@@ -237,6 +298,7 @@ class Communicator final : public train::Collective {
   double seconds_ = 0.0;
   std::uint64_t bytes_ = 0;
   std::uint64_t calls_ = 0;
+  std::vector<int> counts_, displs_;  // the parts of the last reduce_scatter or all_gather
 };
 
 }  // namespace coulomb::mpi

@@ -45,10 +45,65 @@ class Collective {
   /// bytes ← the bytes of process `root` (the same length on every process).
   virtual void broadcast(std::span<std::byte> bytes, int root) = 0;
 
+  /// Reduce-scatter: `values` is cut into P consecutive parts of counts[0], …, counts[P−1]
+  /// entries (the same counts on every process, summing to values.size()); afterwards this
+  /// process's part, values[Σ_{q<r} counts[q], …) of counts[r] entries, holds the sum over the
+  /// processes of that part, and the other parts are unspecified. The default sums the whole
+  /// span; coulomb::mpi::Communicator sends each process only its part (MPI_Reduce_scatter).
+  virtual void reduce_scatter(std::span<float> values, std::span<const Index> counts) {
+    check_parts(values.size(), counts, "reduce_scatter");
+    sum(values);
+  }
+  /// Reduce-scatter of doubles (as the float overload).
+  virtual void reduce_scatter(std::span<double> values, std::span<const Index> counts) {
+    check_parts(values.size(), counts, "reduce_scatter");
+    sum(values);
+  }
+  /// All-gather in place: with `values` cut into parts as for reduce_scatter, every process's
+  /// part is replaced by the bits of the process that owns it (part q: process q). The default
+  /// broadcasts each part from its owner; coulomb::mpi::Communicator uses MPI_Allgatherv.
+  virtual void all_gather(std::span<float> values, std::span<const Index> counts) {
+    gather_by_broadcast(std::as_writable_bytes(values), counts, sizeof(float));
+  }
+  /// All-gather of doubles in place (as the float overload).
+  virtual void all_gather(std::span<double> values, std::span<const Index> counts) {
+    gather_by_broadcast(std::as_writable_bytes(values), counts, sizeof(double));
+  }
+
  protected:
   Collective() = default;
   Collective(const Collective&) = default;             ///< for derived classes
   Collective& operator=(const Collective&) = default;  ///< for derived classes
+
+  /// Throws invalid_argument unless `counts` has size() non-negative entries summing to `n`.
+  void check_parts(std::size_t n, std::span<const Index> counts, const char* what) const {
+    const std::string where = std::string("coulomb::train::Collective::") + what;
+    coulomb::detail::require(counts.size() == static_cast<std::size_t>(size()), where.c_str(),
+                             "argument 'counts' must have one entry per process (" +
+                                 std::to_string(size()) + "), got " +
+                                 std::to_string(counts.size()));
+    Index total = 0;
+    for (const Index c : counts) {
+      coulomb::detail::require(c >= 0, where.c_str(), "argument 'counts' has a negative entry");
+      total += c;
+    }
+    coulomb::detail::require(static_cast<std::size_t>(total) == n, where.c_str(),
+                             "argument 'counts' sums to " + std::to_string(total) +
+                                 ", the span has " + std::to_string(n) + " entries");
+  }
+
+ private:
+  // The default all_gather: part q broadcast from process q (bit for bit, unlike a sum).
+  void gather_by_broadcast(std::span<std::byte> bytes, std::span<const Index> counts,
+                           std::size_t entry) {
+    check_parts(bytes.size() / entry, counts, "all_gather");
+    std::size_t at = 0;
+    for (std::size_t q = 0; q < counts.size(); ++q) {
+      const std::size_t n = static_cast<std::size_t>(counts[q]) * entry;
+      broadcast(bytes.subspan(at, n), static_cast<int>(q));
+      at += n;
+    }
+  }
 };
 
 /// One process: rank 0 of 1; sum() leaves the values as they are and broadcast() from root 0

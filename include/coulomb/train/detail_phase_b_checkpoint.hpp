@@ -140,7 +140,8 @@ class PhaseBCheckpoints {
     write_record(file, "phase_b.", record);
     file.add_blob("phase_b.history", record_lines(history.epochs));
     io::add_parameters(file, stepper_.parameters(), "model.");
-    add_optimizer_state(file, stepper_.optimizer());
+    add_optimizer_state(file, stepper_.gather_optimizer());
+    stepper_.optimizer_written();
     if (stop_ != nullptr) add_early_stopping_state(file, *stop_);
     const std::string_view stage = context_ != nullptr ? context_->stage
                                    : status == "done"  ? std::string_view("done")
@@ -200,6 +201,7 @@ class PhaseBCheckpoints {
     if (stop_ != nullptr) restore_early_stopping_state(file, *stop_);
     io::load_parameters(file, params, "model.");
     stepper_.dropout_rng().set_state(record.dropout_rng);
+    stepper_.optimizer_restored();
     out = std::move(r);
     return hashed ? checkpoint_hash(file) ^ (parameter_hash(params) * 0x9E3779B97F4A7C15ULL)
                   : std::uint64_t{0};

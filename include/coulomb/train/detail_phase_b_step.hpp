@@ -15,6 +15,10 @@
 /// every process holds g = ∂loss/∂θ of the global batch before the same clipping and AdamW
 /// step (the buffer: train/gradient_sum.hpp, which packs only the token table's rows of the ids
 /// in the global batch). Its dropout masks come from a generator derived from (seed, r, step).
+/// With options.shard_optimizer (the default) the AdamW state is sharded
+/// (train/sharded_adamw.hpp): the sum is a
+/// reduce-scatter, each process updates its slice of the parameters with its slice of the
+/// moments, and an all-gather brings every slice to every process.
 #pragma once
 
 #include <algorithm>
@@ -42,6 +46,7 @@
 #include "gradients.hpp"
 #include "phase_b_options.hpp"
 #include "schedule.hpp"
+#include "sharded_adamw.hpp"
 
 namespace coulomb::train::detail {
 
@@ -69,6 +74,9 @@ inline void shard_of(const TokenBatch& batch, ShardRange range, TokenBatch& out)
 template <RealScalar S, FeatureMap Map>
 class PhaseBStepper {
  public:
+  /// With P > 1 processes and options.shard_optimizer, the AdamW state is sharded
+  /// (ShardedAdamW); otherwise the whole gradient is summed (GradientSum) and every process
+  /// takes the full AdamW step.
   PhaseBStepper(nn::TextClassifier<Map>& model, const PhaseBOptions& options, Index total_steps,
                 Rng dropout_rng)
       : model_(&model),
@@ -79,7 +87,10 @@ class PhaseBStepper {
         collective_(is_distributed(options.collective) ? options.collective : nullptr) {
     if (collective_) {
       rank_rng_ = dropout_rng.split(static_cast<std::uint64_t>(collective_->rank()));
-      gradient_sum_.emplace(params_, *collective_);
+      if (options.shard_optimizer)
+        sharded_.emplace(params_, *collective_, adamw_.options());
+      else
+        gradient_sum_.emplace(params_, *collective_);
     }
     const Index total = std::max<Index>(total_steps, 1);
     const PhaseBSchedule& s = options.schedule;
@@ -93,13 +104,34 @@ class PhaseBStepper {
   }
 
   /// Optimizer steps taken.
-  Index steps() const noexcept { return static_cast<Index>(adamw_.step_count()); }
+  Index steps() const noexcept {
+    return static_cast<Index>(sharded_ ? sharded_->step_count() : adamw_.step_count());
+  }
   /// The rate of the next step.
   double next_learning_rate() const { return schedule_(steps()); }
   /// The parameter list (as of construction).
   const nn::ParameterList<S>& parameters() const noexcept { return params_; }
-  /// The optimizer (its state goes into checkpoints).
+  /// The optimizer, whose state goes into checkpoints. Sharded, it holds the whole state only
+  /// between gather_optimizer() and optimizer_written(), and between a restore into it and
+  /// optimizer_restored().
   AdamW<S>& optimizer() noexcept { return adamw_; }
+  /// optimizer() with its whole state, for writing a checkpoint: sharded, the moments are
+  /// first gathered from every process (collective: every process calls it at the same point).
+  AdamW<S>& gather_optimizer() {
+    if (sharded_) adamw_.import_state(sharded_->export_state(), params_);
+    return adamw_;
+  }
+  /// After gather_optimizer() has been written (sharded: frees the gathered moments).
+  void optimizer_written() noexcept {
+    if (sharded_) adamw_.reset();
+  }
+  /// After a checkpoint's state was restored into optimizer() (sharded: each process keeps its
+  /// slice of it; no communication).
+  void optimizer_restored() {
+    if (!sharded_) return;
+    sharded_->import_state(adamw_.export_state());
+    adamw_.reset();
+  }
   /// The generator of the dropout masks (its state goes into checkpoints).
   Rng& dropout_rng() noexcept { return dropout_rng_; }
 
@@ -151,10 +183,14 @@ class PhaseBStepper {
   /// the same numerical_error instead of leaving the others waiting.
   double distributed_step(const TokenBatch& batch) {
     const char* where = "coulomb::train::run_phase_b";
-    const std::int64_t t = adamw_.step_count() + 1;
+    const std::int64_t t = steps() + 1;
     const Index B = batch.size();
     const ShardRange shard = shard_range(B, collective_);
-    model_->zero_grad();
+    // Sharded: of the token table only the rows of the last batch (the rest stays zero).
+    if (sharded_)
+      sharded_->zero_gradients();
+    else
+      model_->zero_grad();
     double loss_share = 0.0;
     bool failed = false;
     if (shard.size() > 0) {
@@ -182,23 +218,40 @@ class PhaseBStepper {
       }
     }  // a failed process sends zero gradients (zero_grad above) and its flag
 
+    const std::span<const TokenId> ids(batch.ids.data(),
+                                       static_cast<std::size_t>(batch.ids.size()));
+    if (sharded_) {
+      // Reduce-scatter, clipping, AdamW on this process's slice, all-gather of the parameters.
+      const ShardedAdamWResult r =
+          sharded_->step(ids, loss_share, failed, clip_norm_, schedule_(steps()));
+      if (r.failures > 0) failures(t, where, r.failures);
+      if (!r.stepped) {
+        // A summed gradient or the norm is not finite (the gradients are unpacked): name it.
+        require_finite_parameters(params_, t, FiniteCheck::gradients);
+        if (clip_norm_ > 0.0) clip_gradient_norm(params_, clip_norm_);
+        throw numerical_error(std::string(where) + ": step " + std::to_string(t) +
+                              ": the gradient norm is not finite");
+      }
+      return r.loss;
+    }
     // One fused buffer (train/gradient_sum.hpp): every trainable gradient, the loss share, the
     // failures, summed over the processes and clipped there.
-    const GradientSumResult sum = gradient_sum_->sum(
-        std::span<const TokenId>(batch.ids.data(), static_cast<std::size_t>(batch.ids.size())),
-        loss_share, failed, clip_norm_);
-    if (sum.failures > 0) {
-      std::ostringstream os;
-      os << "the logits or the loss are not finite on " << static_cast<long long>(sum.failures)
-         << " of " << collective_->size() << " processes";
-      overflow(t, where, os.str());
-    }
+    const GradientSumResult sum = gradient_sum_->sum(ids, loss_share, failed, clip_norm_);
+    if (sum.failures > 0) failures(t, where, sum.failures);
     // Not clipped (a norm that is not finite): update() names the parameter.
     if (sum.clipped)
       adamw_.step(params_, schedule_(steps()));
     else
       update(t);
     return sum.loss;
+  }
+
+  /// Reports that `count` processes failed at step t (overflow()).
+  [[noreturn]] void failures(std::int64_t t, const char* where, Index count) {
+    std::ostringstream os;
+    os << "the logits or the loss are not finite on " << static_cast<long long>(count) << " of "
+       << collective_->size() << " processes";
+    overflow(t, where, os.str());
   }
 
   // The step checks the gradients itself (with the clipping norm) and the values on overflow.
@@ -227,7 +280,8 @@ class PhaseBStepper {
   Collective* collective_;  // nullptr: one process
   Rng rank_rng_{0};         // of this process (data-parallel only): split(step) gives the masks
   TokenBatch shard_;        // this process's part of the batch (data-parallel only)
-  std::optional<GradientSum<S>> gradient_sum_;  // the fused sum (data-parallel only)
+  std::optional<GradientSum<S>> gradient_sum_;  // the fused sum (data-parallel, not sharded)
+  std::optional<ShardedAdamW<S>> sharded_;      // the sharded step (data-parallel, sharded)
   Matrix<S> logits_, dlogits_;
 };
 

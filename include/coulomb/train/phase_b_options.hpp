@@ -71,6 +71,14 @@ struct PhaseBOptions {
   /// checkpoints, and every process resumes from the same file (train/resume.hpp). nullptr (or a
   /// Collective of one process): this process alone, bit for bit as without it.
   Collective* collective = nullptr;
+  /// With a collective of P > 1 processes: shard the AdamW state and update over the processes
+  /// (train/sharded_adamw.hpp: reduce-scatter, each process updates its slice, all-gather of
+  /// the parameters) instead of summing the whole gradient and repeating the full AdamW step on
+  /// every process. The same results up to the last bits of the clipping factor; not part of a
+  /// checkpoint's fingerprint (both write the same state). Sharding gathers every parameter at
+  /// every step: on one host that is cheaper than the AdamW work it saves, across hosts a model
+  /// with a large token table (a sparse sum) may be faster with false (docs/distributed.md).
+  bool shard_optimizer = true;
 
   /// Throws invalid_argument, naming the field, unless every field is valid.
   void validate() const {
