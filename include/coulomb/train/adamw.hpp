@@ -69,6 +69,41 @@ struct AdamWOptions {
   }
 };
 
+namespace detail {
+
+/// AdamW's step t: its coefficients computed in double and rounded once to S, and the update
+/// of n entries (AdamW and ShardedAdamW share it, so the two give the same bits).
+template <RealScalar S>
+struct AdamWStep {
+  S shrink, c1, c1m, c2, c2m, step_size, inv_sqrt_bias2, eps;
+
+  AdamWStep(const AdamWOptions& o, std::int64_t t, double learning_rate)
+      : shrink(static_cast<S>(1.0 - learning_rate * o.weight_decay)),
+        c1(static_cast<S>(o.beta1)),
+        c1m(static_cast<S>(1.0 - o.beta1)),
+        c2(static_cast<S>(o.beta2)),
+        c2m(static_cast<S>(1.0 - o.beta2)),
+        step_size(
+            static_cast<S>(learning_rate / (1.0 - std::pow(o.beta1, static_cast<double>(t))))),
+        inv_sqrt_bias2(
+            static_cast<S>(1.0 / std::sqrt(1.0 - std::pow(o.beta2, static_cast<double>(t))))),
+        eps(static_cast<S>(o.epsilon)) {}
+
+  /// θ, m, v of n entries updated in place from the gradient g (θ decayed when `decay`).
+  void apply(S* theta_data, const S* g_data, S* m_data, S* v_data, Index n, bool decay) const {
+    Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>> theta(theta_data, n);
+    const Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>> g(g_data, n);
+    Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>> m(m_data, n);
+    Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>> v(v_data, n);
+    if (decay) theta *= shrink;
+    m = c1 * m + c1m * g;
+    v = c2 * v + c2m * g.square();
+    theta -= step_size * m / (v.sqrt() * inv_sqrt_bias2 + eps);
+  }
+};
+
+}  // namespace detail
+
 /// The state of an AdamW optimizer as named tensors: for every trainable parameter `<name>`,
 /// "first_moment.<name>" (m) and "second_moment.<name>" (v), plus the number of steps taken.
 template <RealScalar S>
@@ -178,19 +213,7 @@ class AdamW {
       }
     }
 
-    // Coefficients in double, rounded once to S.
-    const double b1 = options_.beta1;
-    const double b2 = options_.beta2;
-    const double bias1 = 1.0 - std::pow(b1, static_cast<double>(t));
-    const double bias2 = 1.0 - std::pow(b2, static_cast<double>(t));
-    const auto shrink = static_cast<S>(1.0 - learning_rate * options_.weight_decay);
-    const auto c1 = static_cast<S>(b1);
-    const auto c1m = static_cast<S>(1.0 - b1);
-    const auto c2 = static_cast<S>(b2);
-    const auto c2m = static_cast<S>(1.0 - b2);
-    const auto step_size = static_cast<S>(learning_rate / bias1);
-    const auto inv_sqrt_bias2 = static_cast<S>(1.0 / std::sqrt(bias2));
-    const auto eps = static_cast<S>(options_.epsilon);
+    const detail::AdamWStep<S> update(options_, t, learning_rate);
 
     // In blocks that stay in the first-level cache: four passes over a block instead of over
     // the whole tensors (a quarter of the memory traffic for a large embedding table). Each entry
@@ -205,14 +228,8 @@ class AdamW {
       const Index size = p.value->size();
       for (Index at = 0; at < size; at += block) {
         const Index n = std::min(block, size - at);
-        Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>> theta(p.value->data() + at, n);
-        const Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>> g(p.gradient->data() + at, n);
-        Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>> m(s.m.data() + at, n);
-        Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>> v(s.v.data() + at, n);
-        if (decay) theta *= shrink;
-        m = c1 * m + c1m * g;
-        v = c2 * v + c2m * g.square();
-        theta -= step_size * m / (v.sqrt() * inv_sqrt_bias2 + eps);
+        update.apply(p.value->data() + at, p.gradient->data() + at, s.m.data() + at,
+                     s.v.data() + at, n, decay);
       }
     }
     step_ = t;

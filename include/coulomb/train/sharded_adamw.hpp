@@ -331,19 +331,7 @@ class ShardedAdamW {
   /// AdamW on this process's slice, its gradients at fused_[lo, …) (clipped).
   void update(double learning_rate) {
     const std::int64_t t = step_ + 1;
-    // Coefficients in double, rounded once to S: as AdamW::step.
-    const double b1 = options_.beta1;
-    const double b2 = options_.beta2;
-    const double bias1 = 1.0 - std::pow(b1, static_cast<double>(t));
-    const double bias2 = 1.0 - std::pow(b2, static_cast<double>(t));
-    const auto shrink = static_cast<S>(1.0 - learning_rate * options_.weight_decay);
-    const auto c1 = static_cast<S>(b1);
-    const auto c1m = static_cast<S>(1.0 - b1);
-    const auto c2 = static_cast<S>(b2);
-    const auto c2m = static_cast<S>(1.0 - b2);
-    const auto step_size = static_cast<S>(learning_rate / bias1);
-    const auto inv_sqrt_bias2 = static_cast<S>(1.0 / std::sqrt(bias2));
-    const auto eps = static_cast<S>(options_.epsilon);
+    const detail::AdamWStep<S> adamw(options_, t, learning_rate);  // as AdamW::step
 
     // The table's slice: its batch rows scattered into a dense gradient kept zero elsewhere.
     const Index table_end = std::min(owned_.end, table_size_);
@@ -381,14 +369,7 @@ class ShardedAdamW {
       S* v0 = v_.data() + (a - owned_.begin);
       for (Index at = 0; at < e - a; at += block) {
         const Index n = std::min(block, e - a - at);
-        Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>> theta(theta0 + at, n);
-        const Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>> g(g0 + at, n);
-        Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>> m(m0 + at, n);
-        Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>> v(v0 + at, n);
-        if (decay) theta *= shrink;
-        m = c1 * m + c1m * g;
-        v = c2 * v + c2m * g.square();
-        theta -= step_size * m / (v.sqrt() * inv_sqrt_bias2 + eps);
+        adamw.apply(theta0 + at, g0 + at, m0 + at, v0 + at, n, decay);
         if (!is_table)
           dense_.segment(a - table_size_ + at, n) = Eigen::Map<const Vector<S>>(theta0 + at, n);
       }
