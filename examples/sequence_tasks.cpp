@@ -391,6 +391,13 @@ RunResult train_task(const Options& o, const Task& task, const coulomb_examples:
   const auto schedule = coulomb::train::LearningRateSchedule::warmup_cosine(
       o.learning_rate, std::min(warmup, total), std::max<Index>(total, 1));
   schedule.validate();
+  // Phase A runs at the start of epoch --phase-a-after only if --max-steps leaves that epoch any
+  // step: refused before training, not after it.
+  if (o.kernel == "learned" && o.phase_a_after > 0 && total <= o.phase_a_after * batches)
+    throw std::invalid_argument("--max-steps " + std::to_string(o.max_steps) +
+                                " ends the training before Phase A (--phase-a-after " +
+                                std::to_string(o.phase_a_after) + " epochs of " +
+                                std::to_string(batches) + " steps)");
   coulomb::train::AdamWOptions adam;
   adam.weight_decay = o.weight_decay;
   coulomb::train::AdamW<float> optimizer(adam);
@@ -460,10 +467,6 @@ RunResult train_task(const Options& o, const Task& task, const coulomb_examples:
     }
   }
   if (progress) progress->finish();
-  if (o.kernel == "learned" && std::isnan(result.phase_a_seconds))
-    throw std::invalid_argument("--max-steps " + std::to_string(o.max_steps) +
-                                " ends the training before Phase A (--phase-a-after " +
-                                std::to_string(o.phase_a_after) + " epochs)");
   best.restore(params);
   const auto eval_start = Clock::now();
   result.test_accuracy = accuracy(model, task.splits.test, 64, collective);

@@ -16,9 +16,9 @@
 /// step (the buffer: train/gradient_sum.hpp, which packs only the token table's rows of the ids
 /// in the global batch). Its dropout masks come from a generator derived from (seed, r, step).
 /// With options.shard_optimizer (the default) the AdamW state is sharded
-/// (train/sharded_adamw.hpp): the sum is a
-/// reduce-scatter, each process updates its slice of the parameters with its slice of the
-/// moments, and an all-gather brings every slice to every process.
+/// (train/sharded_adamw.hpp): the sum is a reduce-scatter, each process updates its slice of
+/// the parameters with its slice of the moments, and an all-gather brings every slice to every
+/// process.
 #pragma once
 
 #include <algorithm>

@@ -36,6 +36,24 @@
 
 namespace coulomb::train {
 
+namespace detail {
+
+/// rows ← the distinct ids of `ids` in [0, table_rows), in increasing order (`seen`: workspace).
+/// Ids outside the table are skipped: the model's forward has checked those of this process's
+/// shard, and those of the others' shards are left to their own errors.
+inline void distinct_table_rows(std::span<const TokenId> ids, Index table_rows,
+                                std::vector<unsigned char>& seen, std::vector<Index>& rows) {
+  rows.clear();
+  seen.assign(static_cast<std::size_t>(table_rows), 0);
+  for (const TokenId id : ids)
+    if (id >= 0 && static_cast<std::size_t>(id) < seen.size())
+      seen[static_cast<std::size_t>(id)] = 1;
+  for (std::size_t r = 0; r < seen.size(); ++r)
+    if (seen[r]) rows.push_back(static_cast<Index>(r));
+}
+
+}  // namespace detail
+
 /// What GradientSum::sum gives back; the same on every process.
 struct GradientSumResult {
   double loss = 0.0;   ///< Σ_r ℓ_r: the loss of the global batch
@@ -136,15 +154,7 @@ class GradientSum {
   void batch_rows(std::span<const TokenId> ids) {
     rows_.clear();
     if (table_ == no_table) return;
-    seen_.assign(static_cast<std::size_t>(params_[table_].gradient->rows()), 0);
-    for (const TokenId id : ids) {
-      // The model's forward has checked the ids of this process's shard; those of the others'
-      // shards are left to their own errors.
-      if (id >= 0 && static_cast<std::size_t>(id) < seen_.size())
-        seen_[static_cast<std::size_t>(id)] = 1;
-    }
-    for (std::size_t r = 0; r < seen_.size(); ++r)
-      if (seen_[r]) rows_.push_back(static_cast<Index>(r));
+    detail::distinct_table_rows(ids, params_[table_].gradient->rows(), seen_, rows_);
   }
 
   static constexpr std::size_t no_table = static_cast<std::size_t>(-1);

@@ -276,14 +276,8 @@ class ShardedAdamW {
   /// table's packed rows are zeroed in its gradient.
   void pack(std::span<const TokenId> ids) {
     rows_.clear();
-    if (table_ != no_table) {
-      seen_.assign(static_cast<std::size_t>(params_[table_].gradient->rows()), 0);
-      for (const TokenId id : ids)
-        if (id >= 0 && static_cast<std::size_t>(id) < seen_.size())
-          seen_[static_cast<std::size_t>(id)] = 1;
-      for (std::size_t r = 0; r < seen_.size(); ++r)
-        if (seen_[r]) rows_.push_back(static_cast<Index>(r));
-    }
+    if (table_ != no_table)
+      detail::distinct_table_rows(ids, params_[table_].gradient->rows(), seen_, rows_);
     fused_.resize(table_entries() + (total_ - table_size_));
     Index at = 0;
     if (table_ != no_table) {
