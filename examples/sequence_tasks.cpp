@@ -84,6 +84,7 @@ struct Options {
   Index epochs = 10;
   Index max_steps = 0;  // 0: epochs × batches
   Index batch_size = 32;
+  Index bucket_batches = 0;  // length bucketing: windows of this many batches (0: off)
   double learning_rate = 1e-3;
   double warmup_fraction = 0.05;
   double weight_decay = 0.01;
@@ -157,12 +158,15 @@ std::size_t load_runs(paper::RunTable& table, const std::string& csv) {
 }
 
 /// The cell of a task (its size parameters), a key of runs.csv.
+/// Length bucketing changes the batches, so a bucketed run is a cell of its own.
 std::string cell_of(const std::string& name, const Options& o) {
+  const std::string bucket =
+      o.bucket_batches > 0 ? "-bucket" + std::to_string(o.bucket_batches) : "";
   if (name == "listops")
     return "len" + std::to_string(o.listops_min_length) + "-" +
-           std::to_string(o.listops_max_length);
+           std::to_string(o.listops_max_length) + bucket;
   return "L" + std::to_string(o.mqar_length) + "-P" + std::to_string(o.mqar_pairs) + "-V" +
-         std::to_string(o.mqar_vocabulary);
+         std::to_string(o.mqar_vocabulary) + bucket;
 }
 
 Task make_task(const std::string& name, const Options& o) {
@@ -427,6 +431,10 @@ RunResult train_task(const Options& o, const Task& task, const coulomb_examples:
     coulomb::Rng shuffle_rng =
         coulomb::Rng(o.seed).split(2).split(static_cast<std::uint64_t>(epoch));
     coulomb::shuffle(std::span<Index>(order), shuffle_rng);
+    if (o.bucket_batches > 0)
+      nn::group_by_length(
+          std::span<Index>(order), [&](Index i) { return train.length(i); }, o.batch_size,
+          o.bucket_batches, shuffle_rng);
     const auto start = Clock::now();
     for (Index first = 0; first < train.size() && step < total; first += o.batch_size) {
       const auto count = std::min(o.batch_size, train.size() - first);
@@ -567,6 +575,12 @@ int run(int argc, char** argv, coulomb_examples::Processes& processes) {
       ->capture_default_str();
   app.add_option("--batch-size", o.batch_size, "Sequences per step")
       ->check(coulomb_examples::integer_in(1, 4096))
+      ->capture_default_str();
+  app.add_option("--bucket-batches", o.bucket_batches,
+                 "Length bucketing: sort the shuffled order by length in windows of this many "
+                 "batches and visit the batches in a random order, which cuts the padding of "
+                 "ListOps (0: off; runs.csv's cell gets -bucketN)")
+      ->check(coulomb_examples::integer_in(0, 1'000'000))
       ->capture_default_str();
   app.add_option("--lr", o.learning_rate, "Peak learning rate of AdamW")
       ->check(coulomb_examples::positive_number())

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Summarizes a grid of sequence_tasks runs (one runs.csv): per task cell, feature map and
+"""Summarizes a grid of sequence_tasks runs (one runs.csv or several): per task cell, feature map and
 feature budget m, the test accuracy of the vanilla kernel and of each learned variant (Phase A
 at initialization: "learned"; other --phase-a choices, such as pooled+after1: "learned:<choice>")
 over the seeds (mean ± sd), and the paired difference learned − vanilla over the seeds both
 have, with its 95 % t-interval, per cell and over all pairs. Writes the table as Markdown on stdout, the summary as CSV, and with --png a
 figure of accuracy against m (one panel per cell, gnuplot).
 
-    python3 scripts/report_sequence_grid.py OUT/runs.csv --csv OUT/summary.csv --png OUT/accuracy_vs_m.png
+    python3 scripts/report_sequence_grid.py OUT/runs.csv [MORE/runs.csv ...] --csv OUT/summary.csv --png OUT/accuracy_vs_m.png
 """
 import argparse
 import csv
@@ -54,17 +54,19 @@ def variant_name(row):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", help="runs.csv of sequence_tasks")
+    parser.add_argument("runs", nargs="+",
+                        help="runs.csv of sequence_tasks (several: their rows together)")
     parser.add_argument("--csv", help="write the summary here")
     parser.add_argument("--png", help="draw accuracy against m here (gnuplot)")
     args = parser.parse_args()
 
     acc = defaultdict(dict)  # (task, cell, attention, map, m, variant) -> {seed: accuracy}
-    with open(args.runs, newline="") as f:
-        for row in csv.DictReader(f):
-            key = (row["task"], row["cell"], row["attention"], row["feature_map"],
-                   int(row["features"]), variant_name(row))
-            acc[key][int(row["seed"])] = 100.0 * float(row["test_accuracy"])
+    for path in args.runs:
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                key = (row["task"], row["cell"], row["attention"], row["feature_map"],
+                       int(row["features"]), variant_name(row))
+                acc[key][int(row["seed"])] = 100.0 * float(row["test_accuracy"])
 
     groups = sorted({k[:5] for k in acc}, key=lambda g: (g[0], cell_key(g[1]), g[2], g[3], g[4]))
     learned = sorted({k[5] for k in acc if k[5] != "vanilla"})

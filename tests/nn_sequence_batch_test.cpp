@@ -5,7 +5,13 @@
 // on its query positions.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <numeric>
+#include <span>
+#include <utility>
 #include <vector>
+
+#include <coulomb/core/random.hpp>
 
 #include <coulomb/data/listops.hpp>
 #include <coulomb/data/mqar.hpp>
@@ -134,6 +140,123 @@ TEST_CASE("NnSequenceModel_FitsAnMqarBatch", "[nn][sequence][batch]") {
   }
   INFO("loss " << first << " -> " << last);
   CHECK(last < 0.1 * first);
+}
+
+// Length bucketing: a permutation of the order whose batches are windows of the order sorted by
+// length, visited in a shuffled order, the short last batch last; the same seed gives the same
+// order; with one window the batches' length ranges do not overlap and the padding falls.
+TEST_CASE("NnSequenceBatch_GroupByLengthKeepsEveryEntryAndCutsPadding", "[nn][sequence][batch]") {
+  const Index n = 1000, bs = 32;
+  coulomb::Rng lengths_rng(7);
+  std::vector<Index> length(static_cast<std::size_t>(n));
+  for (auto& l : length) l = 100 + static_cast<Index>(coulomb::uniform_index(401, lengths_rng));
+  const auto length_of = [&](Index i) { return length[static_cast<std::size_t>(i)]; };
+  std::vector<Index> shuffled(static_cast<std::size_t>(n));
+  std::iota(shuffled.begin(), shuffled.end(), Index{0});
+  coulomb::Rng order_rng(3);
+  coulomb::shuffle(std::span<Index>(shuffled), order_rng);
+  const auto padded = [&](const std::vector<Index>& order) {
+    Index tokens = 0;
+    for (Index first = 0; first < n; first += bs) {
+      Index longest = 0;
+      const Index end = std::min(n, first + bs);
+      for (Index j = first; j < end; ++j)
+        longest = std::max(longest, length_of(order[static_cast<std::size_t>(j)]));
+      tokens += longest * (end - first);
+    }
+    return tokens;
+  };
+  const auto batch_range = [&](const std::vector<Index>& order, Index k) {
+    Index lo = 1 << 30, hi = 0;
+    for (Index j = k * bs; j < std::min(n, (k + 1) * bs); ++j) {
+      lo = std::min(lo, length_of(order[static_cast<std::size_t>(j)]));
+      hi = std::max(hi, length_of(order[static_cast<std::size_t>(j)]));
+    }
+    return std::pair{lo, hi};
+  };
+
+  SECTION("one window") {
+    std::vector<Index> order = shuffled;
+    coulomb::Rng rng(11);
+    coulomb::nn::group_by_length(std::span<Index>(order), length_of, bs, 1000, rng);
+    std::vector<Index> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<Index> all(static_cast<std::size_t>(n));
+    std::iota(all.begin(), all.end(), Index{0});
+    CHECK(sorted == all);
+    const Index full = n / bs;
+    for (Index a = 0; a < full; ++a)
+      for (Index b = a + 1; b < full; ++b) {
+        const auto [alo, ahi] = batch_range(order, a);
+        const auto [blo, bhi] = batch_range(order, b);
+        CHECK((ahi <= blo || bhi <= alo));
+      }
+    // The short last batch holds the longest sequences and stays last.
+    const auto [last_lo, last_hi] = batch_range(order, full);
+    for (Index k = 0; k < full; ++k) CHECK(batch_range(order, k).second <= last_lo);
+    // The batches are visited in a shuffled order, not by length.
+    bool increasing = true;
+    for (Index k = 1; k < full; ++k)
+      increasing = increasing && batch_range(order, k - 1).first <= batch_range(order, k).first;
+    CHECK_FALSE(increasing);
+    INFO("padded tokens " << padded(shuffled) << " -> " << padded(order));
+    CHECK(padded(order) < padded(shuffled) * 7 / 10);
+    std::vector<Index> again = shuffled;
+    coulomb::Rng same(11);
+    coulomb::nn::group_by_length(std::span<Index>(again), length_of, bs, 1000, same);
+    CHECK(again == order);
+    std::vector<Index> other = shuffled;
+    coulomb::Rng different(12);
+    coulomb::nn::group_by_length(std::span<Index>(other), length_of, bs, 1000, different);
+    CHECK(other != order);
+  }
+
+  SECTION("windows of two batches") {
+    std::vector<Index> order = shuffled;
+    coulomb::Rng rng(5);
+    coulomb::nn::group_by_length(std::span<Index>(order), length_of, bs, 2, rng);
+    // Every full batch comes from one window of 64 entries of the shuffled order, sorted.
+    std::vector<Index> window_of(static_cast<std::size_t>(n));
+    for (Index j = 0; j < n; ++j)
+      window_of[static_cast<std::size_t>(shuffled[static_cast<std::size_t>(j)])] = j / (2 * bs);
+    for (Index k = 0; k < n / bs; ++k) {
+      const Index first = order[static_cast<std::size_t>(k * bs)];
+      for (Index j = k * bs; j < (k + 1) * bs; ++j) {
+        const Index i = order[static_cast<std::size_t>(j)];
+        CHECK(window_of[static_cast<std::size_t>(i)] == window_of[static_cast<std::size_t>(first)]);
+        if (j > k * bs) CHECK(length_of(order[static_cast<std::size_t>(j - 1)]) <= length_of(i));
+      }
+    }
+    // The short last batch is the tail of the last window, sorted, still last.
+    for (Index j = (n / bs) * bs; j < n; ++j)
+      CHECK(window_of[static_cast<std::size_t>(order[static_cast<std::size_t>(j)])] ==
+            (n - 1) / (2 * bs));
+  }
+
+  SECTION("equal lengths keep the shuffled batches") {
+    std::vector<Index> order = shuffled;
+    coulomb::Rng rng(9);
+    coulomb::nn::group_by_length(
+        std::span<Index>(order), [](Index) { return Index{5}; }, bs, 4, rng);
+    for (Index k = 0; k < n / bs; ++k) {
+      const Index first = order[static_cast<std::size_t>(k * bs)];
+      const auto at =
+          static_cast<Index>(std::find(shuffled.begin(), shuffled.end(), first) - shuffled.begin());
+      REQUIRE(at % bs == 0);
+      for (Index j = 0; j < bs; ++j)
+        CHECK(order[static_cast<std::size_t>(k * bs + j)] ==
+              shuffled[static_cast<std::size_t>(at + j)]);
+    }
+  }
+
+  SECTION("bad arguments") {
+    std::vector<Index> order = shuffled;
+    coulomb::Rng rng(1);
+    CHECK_THROWS_WITH(coulomb::nn::group_by_length(std::span<Index>(order), length_of, 0, 4, rng),
+                      Contains("batch_size") && Contains("group_by_length"));
+    CHECK_THROWS_WITH(coulomb::nn::group_by_length(std::span<Index>(order), length_of, bs, 0, rng),
+                      Contains("window_batches"));
+  }
 }
 
 }  // namespace nn_sequence_batch_test

@@ -13,16 +13,24 @@
 ///   loss = nn::softmax_cross_entropy(logits, batch.targets, dlogits);
 /// With TokenTargets::next_token every real token but the last of its sequence has the next
 /// token as its target (language modelling of raw sequences).
+///
+/// group_by_length reorders a shuffled visiting order so that each batch holds sequences of
+/// similar length (length bucketing), which cuts the padding of tasks whose lengths vary.
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
+#include <numeric>
+#include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../attention/layout.hpp"
 #include "../core/check.hpp"
 #include "../core/config.hpp"
+#include "../core/random.hpp"
 #include "../core/tokens.hpp"
 #include "../data/token_sequences.hpp"
 
@@ -101,6 +109,47 @@ inline void make_sequence_batch(const data::TokenSequenceDataset& data,
     out.labels[static_cast<std::size_t>(b)] = data.labels[static_cast<std::size_t>(i)];
     out.lengths[static_cast<std::size_t>(b)] = n;
   }
+}
+
+/// Length bucketing of a visiting order: `order` is cut into windows of `window_batches` ×
+/// `batch_size` entries, each window is sorted by `length_of(i)` (stably, so equal lengths keep
+/// their shuffled order), and the full batches of `batch_size` consecutive entries are then put
+/// in a random order drawn from `rng`; a last, smaller batch stays last, so the batches are
+/// still order[k·batch_size, (k+1)·batch_size). Every entry stays in the order exactly once.
+/// With a shuffled `order` the batches are random groups of near-equal length, visited in a
+/// random order; one window of the whole order gives the least padding. Throws
+/// invalid_argument for batch_size < 1 or window_batches < 1.
+template <typename LengthOf, std::uniform_random_bit_generator G>
+void group_by_length(std::span<Index> order, LengthOf&& length_of, Index batch_size,
+                     Index window_batches, G& rng) {
+  const char* where = "coulomb::nn::group_by_length";
+  detail::require(batch_size >= 1, where,
+                  "argument 'batch_size' must be at least 1, got " + std::to_string(batch_size));
+  detail::require(
+      window_batches >= 1, where,
+      "argument 'window_batches' must be at least 1, got " + std::to_string(window_batches));
+  const auto n = order.size();
+  const auto bs = static_cast<std::size_t>(batch_size);
+  const std::size_t window = window_batches > static_cast<Index>(n / bs)
+                                 ? n
+                                 : static_cast<std::size_t>(window_batches) * bs;
+  std::vector<std::pair<Index, Index>> keyed;  // (length, entry)
+  for (std::size_t w = 0; w < n; w += window) {
+    const std::size_t end = std::min(n, w + window);
+    keyed.clear();
+    for (std::size_t j = w; j < end; ++j) keyed.emplace_back(length_of(order[j]), order[j]);
+    std::stable_sort(keyed.begin(), keyed.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (std::size_t j = w; j < end; ++j) order[j] = keyed[j - w].second;
+  }
+  const std::size_t full = n / bs;
+  std::vector<std::size_t> batches(full);
+  std::iota(batches.begin(), batches.end(), std::size_t{0});
+  shuffle(std::span<std::size_t>(batches), rng);
+  std::vector<Index> before(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(full * bs));
+  for (std::size_t k = 0; k < full; ++k)
+    std::copy_n(before.begin() + static_cast<std::ptrdiff_t>(batches[k] * bs), bs,
+                order.begin() + static_cast<std::ptrdiff_t>(k * bs));
 }
 
 }  // namespace coulomb::nn
