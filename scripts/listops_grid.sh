@@ -7,13 +7,16 @@
 # (--phase-a-after 1); seeds 1-3, seed after seed, so a stopped grid has whole seeds. JOBS runs
 # at a time (default 2), each on one thread (about 11 minutes a run) in its own directory
 # OUT/<variant>-s<seed> (runs.csv skips a finished run on a restart). LAUNCH prefixes each run
-# (for example LAUNCH="nice -n 5"). Then:
+# (for example LAUNCH="nice -n 5"); options after the binary go to every run (for example
+# --bucket-batches 100). Then:
 #   python3 scripts/report_sequence_grid.py OUT/*/runs.csv --csv OUT/summary.csv
 #
-#   scripts/listops_grid.sh [OUT=listops_grid_out] [sequence_tasks binary=build/examples/sequence_tasks]
+#   scripts/listops_grid.sh [OUT=listops_grid_out] [sequence_tasks binary=build/examples/sequence_tasks] [options...]
 set -euo pipefail
 out=${1:-listops_grid_out}
 tool=${2:-build/examples/sequence_tasks}
+shift $(($# < 2 ? $# : 2))
+extra="$*"
 jobs=${JOBS:-2}
 mkdir -p "$out"
 {
@@ -27,5 +30,5 @@ mkdir -p "$out"
   done
 } | xargs -P "$jobs" -L 1 bash -c '
   name=$1; shift
-  ${LAUNCH:-} "'"$tool"'" --task listops --threads 1 --features 64 --progress off "$@" \
+  ${LAUNCH:-} "'"$tool"'" --task listops --threads 1 --features 64 --progress off '"$extra"' "$@" \
     --out "'"$out"'/${name}" > "'"$out"'/${name}.log" 2>&1 || echo "failed: ${name}" >&2' _
