@@ -58,6 +58,8 @@ def main():
                         help="runs.csv of sequence_tasks (several: their rows together)")
     parser.add_argument("--csv", help="write the summary here")
     parser.add_argument("--png", help="draw accuracy against m here (gnuplot)")
+    parser.add_argument("--bars", help="draw the accuracy of every map and variant here, one "
+                        "panel per task cell (gnuplot; for a grid at one m, such as ListOps)")
     args = parser.parse_args()
 
     acc = defaultdict(dict)  # (task, cell, attention, map, m, variant) -> {seed: accuracy}
@@ -129,6 +131,62 @@ def main():
             w.writerows(summary)
     if args.png:
         draw(summary, learned, args.png)
+    if args.bars:
+        draw_bars(acc, groups, learned, args.bars)
+
+
+def draw_bars(acc, groups, learned, png):
+    """Test accuracy (mean ± sd over the seeds) of every map, softmax first, one cluster per map
+    and a bar per variant (vanilla, then each learned one); one panel per (task, cell), the
+    feature budgets of a cell side by side."""
+    variants = ["vanilla"] + learned
+    cells = []
+    for g in groups:
+        if (g[0], g[1]) not in cells:
+            cells.append((g[0], g[1]))
+    with tempfile.TemporaryDirectory() as tmp:
+        plots = []
+        for i, cell in enumerate(cells):
+            data = os.path.join(tmp, f"bars{i}.dat")
+            members = sorted((g for g in groups if (g[0], g[1]) == cell),
+                             key=lambda g: (g[2] != "softmax", g[4]))
+            with open(data, "w") as f:
+                for g in members:
+                    label = "softmax" if g[2] == "softmax" else f"{g[3]} m={g[4]}"
+                    values = []
+                    for v in variants:
+                        d = list(acc.get(g + (v,), {}).values())
+                        mean = statistics.fmean(d) if d else math.nan
+                        sd = statistics.stdev(d) if len(d) > 1 else (0.0 if d else math.nan)
+                        values.append(f"{mean} {sd}")
+                    f.write(f'"{label}" ' + " ".join(values) + "\n")
+            plots.append((data, f"{cell[0]} {cell[1]}"))
+        script = os.path.join(tmp, "bars.gp")
+        with open(script, "w") as f:
+            f.write(f"set terminal pngcairo size 900,{380 * len(plots)} font ',10'\n")
+            f.write(f"set output ARG1\nset multiplot layout {len(plots)},1\n")
+            f.write("set style data histograms\nset style histogram errorbars gap 2 lw 1\n")
+            f.write("set style fill solid 0.6 border -1\nset ylabel 'test accuracy (%)'\n")
+            f.write("set key outside right\nset grid ytics\nset datafile missing 'nan'\n")
+            f.write("set yrange [0:*]\nset xtics rotate by -20\n")
+            for k, (_, title) in enumerate(plots):
+                f.write(f"set title ARG{2 * k + 3}\n")
+                curves = []
+                for j, v in enumerate(variants):
+                    label = ("learned (Phase A at initialization)" if v == "learned"
+                             else v.replace("learned:", "learned, Phase A ")
+                             .replace("+after", " after epoch "))
+                    source = f"ARG{2 * k + 2}" if j == 0 else "''"
+                    xtic = ":xtic(1)" if j == 0 else ""
+                    curves.append(f"{source} using {2 + 2 * j}:{3 + 2 * j}{xtic} title '{label}'")
+                f.write("plot " + ", ".join(curves) + "\n")
+            f.write("unset multiplot\n")
+        argv = ["gnuplot", "-c", script, png]
+        for data, title in plots:
+            argv += [data, title]
+        result = subprocess.run(argv, capture_output=True, text=True)
+        if result.returncode != 0:
+            sys.exit("gnuplot failed: " + result.stderr.strip())
 
 
 def draw(summary, learned, png):
