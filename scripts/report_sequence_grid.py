@@ -135,6 +135,16 @@ def main():
         draw_bars(acc, groups, learned, args.bars)
 
 
+def run_gnuplot(script, png, plots):
+    """Runs a gnuplot script with the PNG as ARG1, then each panel's data file and title."""
+    argv = ["gnuplot", "-c", script, png]
+    for data, title in plots:
+        argv += [data, title]
+    result = subprocess.run(argv, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit("gnuplot failed: " + result.stderr.strip())
+
+
 def draw_bars(acc, groups, learned, png):
     """Test accuracy (mean ± sd over the seeds) of every map, softmax first, one cluster per map
     and a bar per variant (vanilla, then each learned one); one panel per (task, cell), the
@@ -181,12 +191,7 @@ def draw_bars(acc, groups, learned, png):
                     curves.append(f"{source} using {2 + 2 * j}:{3 + 2 * j}{xtic} title '{label}'")
                 f.write("plot " + ", ".join(curves) + "\n")
             f.write("unset multiplot\n")
-        argv = ["gnuplot", "-c", script, png]
-        for data, title in plots:
-            argv += [data, title]
-        result = subprocess.run(argv, capture_output=True, text=True)
-        if result.returncode != 0:
-            sys.exit("gnuplot failed: " + result.stderr.strip())
+        run_gnuplot(script, png, plots)
 
 
 def draw(summary, learned, png):
@@ -232,12 +237,7 @@ def draw(summary, learned, png):
                                   f"{5 + 2 * j} with yerrorlines title '{label}'")
                 f.write("plot " + ", ".join(curves) + "\n")
             f.write("unset multiplot\n")
-        argv = ["gnuplot", "-c", script, png]
-        for data, title in plots:
-            argv += [data, title]
-        result = subprocess.run(argv, capture_output=True, text=True)
-        if result.returncode != 0:
-            sys.exit("gnuplot failed: " + result.stderr.strip())
+        run_gnuplot(script, png, plots)
 
 
 if __name__ == "__main__":
