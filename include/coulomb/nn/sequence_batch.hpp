@@ -24,7 +24,6 @@
 #include <random>
 #include <span>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "../attention/layout.hpp"
@@ -133,15 +132,10 @@ void group_by_length(std::span<Index> order, LengthOf&& length_of, Index batch_s
   const std::size_t window = window_batches > static_cast<Index>(n / bs)
                                  ? n
                                  : static_cast<std::size_t>(window_batches) * bs;
-  std::vector<std::pair<Index, Index>> keyed;  // (length, entry)
-  for (std::size_t w = 0; w < n; w += window) {
-    const std::size_t end = std::min(n, w + window);
-    keyed.clear();
-    for (std::size_t j = w; j < end; ++j) keyed.emplace_back(length_of(order[j]), order[j]);
-    std::stable_sort(keyed.begin(), keyed.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (std::size_t j = w; j < end; ++j) order[j] = keyed[j - w].second;
-  }
+  for (std::size_t w = 0; w < n; w += window)
+    std::stable_sort(order.begin() + static_cast<std::ptrdiff_t>(w),
+                     order.begin() + static_cast<std::ptrdiff_t>(std::min(n, w + window)),
+                     [&](Index a, Index b) { return length_of(a) < length_of(b); });
   const std::size_t full = n / bs;
   std::vector<std::size_t> batches(full);
   std::iota(batches.begin(), batches.end(), std::size_t{0});

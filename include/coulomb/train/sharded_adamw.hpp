@@ -305,9 +305,8 @@ class ShardedAdamW {
   /// The summed buffer of every process, unpacked into the gradients (the table's batch rows;
   /// its other rows are zero already).
   void unpack_all() {
-    std::vector<Index> parts = counts_;
     collective_->all_gather(std::span<S>(fused_.data(), static_cast<std::size_t>(fused_.size())),
-                            std::span<const Index>(parts));
+                            std::span<const Index>(counts_));
     Index at = 0;
     if (table_ != no_table) {
       Matrix<S>& g = *params_[table_].gradient;
@@ -329,8 +328,7 @@ class ShardedAdamW {
 
     // The table's slice: its batch rows scattered into a dense gradient kept zero elsewhere.
     const Index table_end = std::min(owned_.end, table_size_);
-    std::vector<Index>& touched = touched_;
-    touched.clear();
+    touched_.clear();
     if (owned_.begin < table_end) {
       const Index rows = params_[table_].value->rows();
       Index at = position(owned_.begin);
@@ -340,7 +338,7 @@ class ShardedAdamW {
           if (x < owned_.begin) continue;
           if (x >= table_end) break;
           table_gradient_(x - owned_.begin) = fused_(at++);
-          touched.push_back(x - owned_.begin);
+          touched_.push_back(x - owned_.begin);
         }
     }
     // dense_ ← the current values (a part the all-gather does not overwrite stays as it is).
@@ -369,7 +367,7 @@ class ShardedAdamW {
       }
       if (!is_table) dense_at += e - a;
     }
-    for (const Index x : touched) table_gradient_(x) = S(0);
+    for (const Index x : touched_) table_gradient_(x) = S(0);
     step_ = t;
   }
 
