@@ -18,7 +18,6 @@ tool=${2:-build/examples/sequence_tasks}
 shift $(($# < 2 ? $# : 2))
 extra="$*"
 jobs=${JOBS:-2}
-mkdir -p "$out"
 {
   for seed in 1 2 3; do
     echo "softmax-s${seed} --attention softmax --seed ${seed}"
@@ -28,7 +27,5 @@ mkdir -p "$out"
       echo "${map}-learned-after1-s${seed} --map ${map} --kernel learned --phase-a-after 1 --seed ${seed}"
     done
   done
-} | xargs -P "$jobs" -L 1 bash -c '
-  name=$1; shift
-  ${LAUNCH:-} "'"$tool"'" --task listops --threads 1 --features 64 --progress off '"$extra"' "$@" \
-    --out "'"$out"'/${name}" > "'"$out"'/${name}.log" 2>&1 || echo "failed: ${name}" >&2' _
+} | JOBS=$jobs "$(dirname "$0")/run_grid.sh" "$out" "$tool" --task listops --threads 1 --features 64 \
+  --progress off $extra

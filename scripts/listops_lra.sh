@@ -16,14 +16,10 @@ out=${1:-listops_lra_out}
 tool=${2:-build/examples/sequence_tasks}
 shift $(($# < 2 ? $# : 2))
 extra="$*"
-mkdir -p "$out"
 # softmax, the longest, first
 printf '%s\n' "softmax --attention softmax" "favor-vanilla --map favor" \
   "favor-learned --map favor --kernel learned" |
-  xargs -P "${JOBS:-2}" -L 1 bash -c '
-  name=$1; shift
-  ${LAUNCH:-} "'"$tool"'" --task listops --listops-train 96000 --listops-dev 2000 \
-    --listops-test 2000 --listops-min-length 501 --listops-max-length 1999 --epochs 2 \
-    --max-steps 5000 --threads "${THREADS:-1}" --features 64 --seed 1 --progress lines \
-    '"$extra"' "$@" --out "'"$out"'/${name}" > "'"$out"'/${name}.log" 2>&1 ||
-    echo "failed: ${name}" >&2' _
+  JOBS=${JOBS:-2} "$(dirname "$0")/run_grid.sh" "$out" "$tool" --task listops --listops-train 96000 \
+    --listops-dev 2000 --listops-test 2000 --listops-min-length 501 --listops-max-length 1999 \
+    --epochs 2 --max-steps 5000 --threads "${THREADS:-1}" --features 64 --seed 1 --progress lines \
+    $extra
