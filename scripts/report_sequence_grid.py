@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Summarizes a grid of sequence_tasks runs (one runs.csv or several): per task cell, feature map and
-feature budget m, the test accuracy of the vanilla kernel and of each learned variant (Phase A
-at initialization: "learned"; other --phase-a choices, such as pooled+after1: "learned:<choice>")
-over the seeds (mean ± sd), and the paired difference learned − vanilla over the seeds both
-have, with its 95 % t-interval, per cell and over all pairs. Writes the table as Markdown on stdout, the summary as CSV, and with --png a
-figure of accuracy against m (one panel per cell, gnuplot).
+"""Summarizes a grid of sequence_tasks runs (one runs.csv or several): per task cell, feature
+map and feature budget m, the test accuracy of the vanilla kernel and of each learned variant
+(Phase A at initialization: "learned"; other --phase-a choices, such as pooled+after1:
+"learned:<choice>") over the seeds (mean ± sd), and the paired difference learned − vanilla
+over the seeds both have, with its 95 % t-interval, per cell and over all pairs. Writes the
+table as Markdown on stdout, the summary as CSV, with --png a figure of accuracy against m (one
+panel per cell, gnuplot), with --bars a bar figure, and with --combined every input row in one
+CSV, which this script reads back like a runs.csv (the committed source of a table).
 
     python3 scripts/report_sequence_grid.py OUT/runs.csv [MORE/runs.csv ...] --csv OUT/summary.csv --png OUT/accuracy_vs_m.png
 """
@@ -58,17 +60,29 @@ def main():
                         help="runs.csv of sequence_tasks (several: their rows together)")
     parser.add_argument("--csv", help="write the summary here")
     parser.add_argument("--png", help="draw accuracy against m here (gnuplot)")
+    parser.add_argument("--combined", help="write every row of the runs.csv files here, in one "
+                        "CSV (a file this script reads back like a runs.csv)")
     parser.add_argument("--bars", help="draw the accuracy of every map and variant here, one "
                         "panel per task cell (gnuplot; for a grid at one m, such as ListOps)")
     args = parser.parse_args()
 
     acc = defaultdict(dict)  # (task, cell, attention, map, m, variant) -> {seed: accuracy}
-    for path in args.runs:
+    rows, fields = [], []
+    for path in sorted(args.runs):
         with open(path, newline="") as f:
-            for row in csv.DictReader(f):
-                key = (row["task"], row["cell"], row["attention"], row["feature_map"],
-                       int(row["features"]), variant_name(row))
-                acc[key][int(row["seed"])] = 100.0 * float(row["test_accuracy"])
+            reader = csv.DictReader(f)
+            fields += [c for c in reader.fieldnames or [] if c not in fields]
+            for row in reader:
+                rows.append(row)
+    for row in rows:
+        key = (row["task"], row["cell"], row["attention"], row["feature_map"],
+               int(row["features"]), variant_name(row))
+        acc[key][int(row["seed"])] = 100.0 * float(row["test_accuracy"])
+    if args.combined:
+        with open(args.combined, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=fields, restval="", lineterminator="\n")
+            w.writeheader()
+            w.writerows(rows)
 
     groups = sorted({k[:5] for k in acc}, key=lambda g: (g[0], cell_key(g[1]), g[2], g[3], g[4]))
     learned = sorted({k[5] for k in acc if k[5] != "vanilla"})
