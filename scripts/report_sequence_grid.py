@@ -4,7 +4,8 @@
 map and feature budget m, the test accuracy of the vanilla kernel and of each learned variant
 (Phase A at initialization: "learned"; other --phase-a choices, such as pooled+after1:
 "learned:<choice>") over the seeds (mean ± sd), and the paired difference learned − vanilla
-over the seeds both have, with its 95 % t-interval, per cell and over all pairs. Writes the
+over the seeds both have, with its 95 % t-interval, per cell and over all pairs (of the test
+accuracy, or with --metric dev_accuracy of the development accuracy). Writes the
 table as Markdown on stdout, the summary as CSV, with --png a figure of accuracy against m (one
 panel per cell, gnuplot), with --bars a bar figure, and with --combined every input row in one
 CSV, which this script reads back like a runs.csv (the committed source of a table).
@@ -60,6 +61,9 @@ def main():
                         help="runs.csv of sequence_tasks (several: their rows together)")
     parser.add_argument("--csv", help="write the summary here")
     parser.add_argument("--png", help="draw accuracy against m here (gnuplot)")
+    parser.add_argument("--metric", default="test_accuracy",
+                        choices=["test_accuracy", "dev_accuracy"],
+                        help="the accuracy reported (default: test_accuracy)")
     parser.add_argument("--combined", help="write every row of the runs.csv files here, in one "
                         "CSV (a file this script reads back like a runs.csv)")
     parser.add_argument("--bars", help="draw the accuracy of every map and variant here, one "
@@ -77,7 +81,7 @@ def main():
     for row in rows:
         key = (row["task"], row["cell"], row["attention"], row["feature_map"],
                int(row["features"]), variant_name(row))
-        acc[key][int(row["seed"])] = 100.0 * float(row["test_accuracy"])
+        acc[key][int(row["seed"])] = 100.0 * float(row[args.metric])
     if args.combined:
         with open(args.combined, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=fields, restval="", lineterminator="\n")
