@@ -17,7 +17,6 @@ out=${1:-listops_grid_out}
 tool=${2:-build/examples/sequence_tasks}
 shift $(($# < 2 ? $# : 2))
 extra="$*"
-jobs=${JOBS:-2}
 {
   for seed in 1 2 3; do
     echo "softmax-s${seed} --attention softmax --seed ${seed}"
@@ -27,5 +26,5 @@ jobs=${JOBS:-2}
       echo "${map}-learned-after1-s${seed} --map ${map} --kernel learned --phase-a-after 1 --seed ${seed}"
     done
   done
-} | JOBS=$jobs "$(dirname "$0")/run_grid.sh" "$out" "$tool" --task listops --threads 1 --features 64 \
-  --progress off $extra
+} | JOBS=${JOBS:-2} "$(dirname "$0")/run_grid.sh" "$out" "$tool" --task listops --threads 1 \
+  --features 64 --progress off $extra

@@ -13,6 +13,7 @@ CSV, which this script reads back like a runs.csv (the committed source of a tab
     python3 scripts/report_sequence_grid.py OUT/runs.csv [MORE/runs.csv ...] --csv OUT/summary.csv --png OUT/accuracy_vs_m.png
 """
 import argparse
+import contextlib
 import csv
 import math
 import os
@@ -83,7 +84,7 @@ def main():
                int(row["features"]), variant_name(row))
         acc[key][int(row["seed"])] = 100.0 * float(row[args.metric])
     if args.combined:
-        with open(args.combined, "w", newline="") as f:
+        with atomic_csv(args.combined) as f:
             w = csv.DictWriter(f, fieldnames=fields, restval="", lineterminator="\n")
             w.writeheader()
             w.writerows(rows)
@@ -141,7 +142,7 @@ def main():
                   f"[{mean - half:+.1f}, {mean + half:+.1f}] ({wins} wins, {losses} losses)")
 
     if args.csv:
-        with open(args.csv, "w", newline="") as f:
+        with atomic_csv(args.csv) as f:
             w = csv.writer(f)
             w.writerow(["task", "cell", "map", "m", "variant", "vanilla_mean", "vanilla_sd",
                         "learned_mean", "learned_sd", "difference", "half_width",
@@ -151,6 +152,19 @@ def main():
         draw(summary, learned, args.png)
     if args.bars:
         draw_bars(acc, groups, learned, args.bars)
+
+
+@contextlib.contextmanager
+def atomic_csv(path):
+    """A file to write `path` through: a temporary file beside it, renamed over it on success."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", newline="") as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def run_gnuplot(script, png, plots):
