@@ -178,6 +178,54 @@ TEST_CASE("NnLinear_ProductsAreOneChainPerEntry", "[nn][layers]") {
   check_linear_chains<double>(rng);
 }
 
+// The product with B read in place (the fused head's dW += Xᵀ dZ) and with B packed ahead
+// (its products with W): the same single chain per entry, from the old entry or the bias. The
+// rows cover tiles of 3, 2 and 1 packets and fewer than a packet, for float and double.
+template <typename Scalar>
+void check_direct_and_packed_chains(coulomb::Rng& rng) {
+  using M = Mat<Scalar>;
+  namespace cd = coulomb::detail;
+  constexpr Index kc = cd::ProductTraits<Scalar>::kc;
+  struct Shape {
+    Index rows, depth, cols;
+  };
+  for (const Shape s : {Shape{1, 1, 1}, Shape{64, 512, 128}, Shape{85, 37, 13}, Shape{40, kc, 9}}) {
+    INFO("rows " << s.rows << " depth " << s.depth << " cols " << s.cols);
+    const M A = gaussian<Scalar>(s.rows, s.depth, rng);
+    const M B = gaussian<Scalar>(s.depth, s.cols, rng);
+    const M start = gaussian<Scalar>(s.rows, s.cols, rng);
+    const M bias = gaussian<Scalar>(s.cols, 1, rng);
+    M direct = start;
+    cd::direct_product(A.data(), s.rows, s.rows, s.depth, B.data(), s.depth, s.cols, direct.data(),
+                       s.rows, cd::ProductInit::accumulate);
+    std::vector<Scalar> pack(
+        static_cast<std::size_t>(cd::packed_operand_size<Scalar>(s.depth, s.cols)));
+    cd::pack_small_operand(B.data(), Index{1}, s.depth, Index{0}, s.depth, s.cols, pack.data());
+    M packed(s.rows, s.cols);
+    cd::packed_product(A.data(), s.rows, s.rows, s.depth, pack.data(), s.cols, packed.data(),
+                       s.rows, cd::ProductInit::bias, bias.data());
+    Index wrong_direct = 0, wrong_packed = 0;
+    for (Index r = 0; r < s.rows; ++r)
+      for (Index j = 0; j < s.cols; ++j) {
+        Scalar acc = start(r, j), with_bias = bias(j, 0);
+        for (Index p = 0; p < s.depth; ++p) {
+          acc = chain_step(A(r, p), B(p, j), acc);
+          with_bias = chain_step(A(r, p), B(p, j), with_bias);
+        }
+        wrong_direct += direct(r, j) == acc ? 0 : 1;
+        wrong_packed += packed(r, j) == with_bias ? 0 : 1;
+      }
+    CHECK(wrong_direct == 0);
+    CHECK(wrong_packed == 0);
+  }
+}
+
+TEST_CASE("NnLinear_DirectAndPackedProductsAreOneChainPerEntry", "[nn][layers]") {
+  coulomb::Rng rng = coulomb_test::test_rng("NnLinear_DirectAndPackedProductsAreOneChainPerEntry");
+  check_direct_and_packed_chains<float>(rng);
+  check_direct_and_packed_chains<double>(rng);
+}
+
 TEST_CASE("NnLinear_WeightGradientOfManyRows", "[nn][layers]") {
   // ∂L/∂W = Xᵀ dY is summed in blocks of rows (2,048); with 8,192 + 7 rows (five blocks, the
   // last partial) it must equal the product in double up to float rounding, and a second

@@ -53,11 +53,12 @@ struct ProductTraits {
 
 /// One tile of C = init + A B: MR packets of rows, NC columns. `a` points at the tile's first
 /// row of A (column stride lda), `bp` at the packed depth block of B for these columns
-/// (bp[p·NR + c] = B(p, c), NR the width of a packed column block, NC <= NR), `c` at the
-/// tile's first entry of C (column stride ldc).
+/// (bp[p·NR + c] = B(p, c), NR the width of a packed column block, NC <= NR) or, for NR = 0,
+/// at B(0, 0) of a column-major B read in place (bp[p + c·ldb]); `c` at the tile's first
+/// entry of C (column stride ldc).
 template <int MR, int NC, int NR, typename Scalar>
-inline void product_tile(const Scalar* a, Index lda, const Scalar* bp, Index k, Scalar* c,
-                         Index ldc, ProductInit init, const Scalar* bias) {
+inline void product_tile(const Scalar* a, Index lda, const Scalar* bp, Index ldb, Index k,
+                         Scalar* c, Index ldc, ProductInit init, const Scalar* bias) {
   namespace ei = Eigen::internal;
   using Packet = typename ProductTraits<Scalar>::Packet;
   constexpr int P = ProductTraits<Scalar>::packet;
@@ -73,7 +74,7 @@ inline void product_tile(const Scalar* a, Index lda, const Scalar* bp, Index k, 
     Packet x[MR];
     for (int i = 0; i < MR; ++i) x[i] = ei::ploadu<Packet>(a + p * lda + i * P);
     for (int j = 0; j < NC; ++j) {
-      const Packet w = ei::pset1<Packet>(bp[p * NR + j]);
+      const Packet w = ei::pset1<Packet>(NR > 0 ? bp[p * NR + j] : bp[p + j * ldb]);
       for (int i = 0; i < MR; ++i) acc[i][j] = ei::pmadd(x[i], w, acc[i][j]);
     }
   }
@@ -83,31 +84,36 @@ inline void product_tile(const Scalar* a, Index lda, const Scalar* bp, Index k, 
 
 /// The tile of the last `rest` (< NC) columns: product_tile with NC = rest.
 template <int MR, int NC, int NR, typename Scalar>
-inline void product_tile_rest(int rest, const Scalar* a, Index lda, const Scalar* bp, Index k,
-                              Scalar* c, Index ldc, ProductInit init, const Scalar* bias) {
+inline void product_tile_rest(int rest, const Scalar* a, Index lda, const Scalar* bp, Index ldb,
+                              Index k, Scalar* c, Index ldc, ProductInit init, const Scalar* bias) {
   if constexpr (NC > 1) {
     if (rest == NC - 1)
-      product_tile<MR, NC - 1, NR>(a, lda, bp, k, c, ldc, init, bias);
+      product_tile<MR, NC - 1, NR>(a, lda, bp, ldb, k, c, ldc, init, bias);
     else
-      product_tile_rest<MR, NC - 1, NR>(rest, a, lda, bp, k, c, ldc, init, bias);
+      product_tile_rest<MR, NC - 1, NR>(rest, a, lda, bp, ldb, k, c, ldc, init, bias);
   }
 }
 
 /// The tiles of MR packets of rows over every column block of C, for one depth block.
 /// `bpack` holds the depth block of B packed by column blocks (nr columns each, the last one
-/// padded with zeros), column block jb at bpack + jb·k·nr.
-template <int MR, typename Scalar>
-inline void product_row_block(const Scalar* a, Index lda, const Scalar* bpack, Index k, Index m,
-                              Scalar* c, Index ldc, ProductInit init, const Scalar* bias) {
+/// padded with zeros), column block jb at bpack + jb·k·nr; or, with Packed = false, is a
+/// column-major B read in place (column stride ldb).
+template <int MR, bool Packed = true, typename Scalar>
+inline void product_row_block(const Scalar* a, Index lda, const Scalar* bpack, Index ldb, Index k,
+                              Index m, Scalar* c, Index ldc, ProductInit init, const Scalar* bias) {
   constexpr int NR = ProductTraits<Scalar>::nr;
+  constexpr int Layout = Packed ? NR : 0;
   const bool has_bias = init == ProductInit::bias;
+  // From one column of B to the next: k floats packed, ldb in place.
+  const Index block_stride = Packed ? k : ldb;
   Index j = 0;
   for (; j + NR <= m; j += NR)
-    product_tile<MR, NR, NR>(a, lda, bpack + j * k, k, c + j * ldc, ldc, init,
-                             has_bias ? bias + j : nullptr);
+    product_tile<MR, NR, Layout>(a, lda, bpack + j * block_stride, ldb, k, c + j * ldc, ldc, init,
+                                 has_bias ? bias + j : nullptr);
   if (j < m)
-    product_tile_rest<MR, NR, NR>(static_cast<int>(m - j), a, lda, bpack + j * k, k, c + j * ldc,
-                                  ldc, init, has_bias ? bias + j : nullptr);
+    product_tile_rest<MR, NR, Layout>(static_cast<int>(m - j), a, lda, bpack + j * block_stride,
+                                      ldb, k, c + j * ldc, ldc, init,
+                                      has_bias ? bias + j : nullptr);
 }
 
 /// Packs rows [p0, p0 + k) of B into `out` by column blocks of nr (see product_row_block);
@@ -124,6 +130,63 @@ inline void pack_small_operand(const Scalar* b, Index bs_p, Index bs_j, Index p0
   }
 }
 
+/// Floats of one depth block of a small operand packed for every column: pack_small_operand's
+/// layout for m columns and depth k (m rounded up to whole column blocks of nr).
+template <typename Scalar>
+constexpr Index packed_operand_size(Index k, Index m) {
+  constexpr int NR = ProductTraits<Scalar>::nr;
+  return k * ((m + NR - 1) / NR * NR);
+}
+
+/// C = init + A B for a tall A (n × k, column-major, column stride lda) and a small B (k × m),
+/// packed by pack_small_operand (Packed: one depth block, k <= kc) or column-major in place
+/// (column stride ldb). The rows go in tiles of mr, then 2 and 1 packets; the rows past the
+/// last whole packet are copied to buffers of one packet (zero-padded), so every entry goes
+/// through the same chain of pmadds.
+template <bool Packed, typename Scalar>
+void rows_product(const Scalar* a, Index lda, Index n, Index k, const Scalar* b, Index ldb, Index m,
+                  Scalar* c, Index ldc, ProductInit init, const Scalar* bias) {
+  using T = ProductTraits<Scalar>;
+  constexpr int P = T::packet;
+  Index r = 0;
+  for (; r + T::mr * P <= n; r += T::mr * P)
+    product_row_block<T::mr, Packed>(a + r, lda, b, ldb, k, m, c + r, ldc, init, bias);
+  if constexpr (T::mr > 2)
+    for (; r + 2 * P <= n; r += 2 * P)
+      product_row_block<2, Packed>(a + r, lda, b, ldb, k, m, c + r, ldc, init, bias);
+  for (; r + P <= n; r += P)
+    product_row_block<1, Packed>(a + r, lda, b, ldb, k, m, c + r, ldc, init, bias);
+  const Index rest = n - r;
+  if (rest == 0) return;
+  static thread_local std::vector<Scalar> a_rows, c_rows;  // reused across calls
+  a_rows.assign(static_cast<std::size_t>(P * k), Scalar(0));
+  c_rows.assign(static_cast<std::size_t>(P * m), Scalar(0));
+  for (Index p = 0; p < k; ++p)
+    std::memcpy(a_rows.data() + p * P, a + r + p * lda, sizeof(Scalar) * rest);
+  if (init == ProductInit::accumulate)
+    for (Index j = 0; j < m; ++j)
+      std::memcpy(c_rows.data() + j * P, c + r + j * ldc, sizeof(Scalar) * rest);
+  product_row_block<1, Packed>(a_rows.data(), Index{P}, b, ldb, k, m, c_rows.data(), Index{P}, init,
+                               bias);
+  for (Index j = 0; j < m; ++j)
+    std::memcpy(c + r + j * ldc, c_rows.data() + j * P, sizeof(Scalar) * rest);
+}
+
+/// C = init + A B with B packed by pack_small_operand (depth k <= kc, m columns).
+template <typename Scalar>
+void packed_product(const Scalar* a, Index lda, Index n, Index k, const Scalar* bpack, Index m,
+                    Scalar* c, Index ldc, ProductInit init, const Scalar* bias) {
+  rows_product<true>(a, lda, n, k, bpack, Index{0}, m, c, ldc, init, bias);
+}
+
+/// C = init + A B with a column-major B (k × m, column stride ldb) read in place: for a B
+/// that is as large as A (a long depth), where packing it would cost as much as the product.
+template <typename Scalar>
+void direct_product(const Scalar* a, Index lda, Index n, Index k, const Scalar* b, Index ldb,
+                    Index m, Scalar* c, Index ldc, ProductInit init) {
+  rows_product<false>(a, lda, n, k, b, ldb, m, c, ldc, init, static_cast<const Scalar*>(nullptr));
+}
+
 /// C = init + A B for a tall A (n × k, column-major, column stride lda) and a small B (k × m)
 /// with B(p, j) = b[p · bs_p + j · bs_j] (bs_p = 1, bs_j = k for a column-major B; bs_p = ld,
 /// bs_j = 1 for the transpose of a column-major matrix). C is n × m with column stride ldc and
@@ -134,8 +197,6 @@ void tall_small_product(const Scalar* a, Index lda, Index n, Index k, const Scal
                         Index bs_j, Index m, Scalar* c, Index ldc, ProductInit init,
                         const Scalar* bias) {
   using T = ProductTraits<Scalar>;
-  constexpr int P = T::packet;
-  constexpr int NR = T::nr;
   if (n <= 0 || m <= 0) return;
   if (k <= 0) {
     if (init == ProductInit::accumulate) return;
@@ -143,37 +204,15 @@ void tall_small_product(const Scalar* a, Index lda, Index n, Index k, const Scal
       std::fill_n(c + j * ldc, n, init == ProductInit::bias ? bias[j] : Scalar(0));
     return;
   }
-  // Buffers of the calling thread, reused across calls: one depth block of B, packed, and the
-  // rows past the last full packet of A and of C.
-  static thread_local std::vector<Scalar> pack, a_rows, c_rows;
-  const Index m_padded = (m + NR - 1) / NR * NR;
-  pack.resize(static_cast<std::size_t>(std::min(k, T::kc) * m_padded));
+  // One depth block of B, packed, in a buffer of the calling thread reused across calls.
+  static thread_local std::vector<Scalar> pack;
+  pack.resize(static_cast<std::size_t>(packed_operand_size<Scalar>(std::min(k, T::kc), m)));
   for (Index p0 = 0; p0 < k; p0 += T::kc) {
     const Index kb = std::min(T::kc, k - p0);
     pack_small_operand(b, bs_p, bs_j, p0, kb, m, pack.data());
     // Later depth blocks continue the chains from the entries the earlier ones stored.
-    const ProductInit step = p0 == 0 ? init : ProductInit::accumulate;
-    const Scalar* ap = a + p0 * lda;
-    Index r = 0;
-    for (; r + T::mr * P <= n; r += T::mr * P)
-      product_row_block<T::mr>(ap + r, lda, pack.data(), kb, m, c + r, ldc, step, bias);
-    for (; r + P <= n; r += P)
-      product_row_block<1>(ap + r, lda, pack.data(), kb, m, c + r, ldc, step, bias);
-    const Index rest = n - r;
-    if (rest == 0) continue;
-    // Fewer rows than a packet: A's rows and C's entries are copied to buffers of one packet
-    // of rows (zero-padded), so they go through the same packet chain as every other row.
-    a_rows.assign(static_cast<std::size_t>(P * kb), Scalar(0));
-    c_rows.assign(static_cast<std::size_t>(P * m), Scalar(0));
-    for (Index p = 0; p < kb; ++p)
-      std::memcpy(a_rows.data() + p * P, ap + r + p * lda, sizeof(Scalar) * rest);
-    if (step == ProductInit::accumulate)
-      for (Index j = 0; j < m; ++j)
-        std::memcpy(c_rows.data() + j * P, c + r + j * ldc, sizeof(Scalar) * rest);
-    product_row_block<1>(a_rows.data(), Index{P}, pack.data(), kb, m, c_rows.data(), Index{P}, step,
-                         bias);
-    for (Index j = 0; j < m; ++j)
-      std::memcpy(c + r + j * ldc, c_rows.data() + j * P, sizeof(Scalar) * rest);
+    packed_product(a + p0 * lda, lda, n, kb, pack.data(), m, c, ldc,
+                   p0 == 0 ? init : ProductInit::accumulate, bias);
   }
 }
 

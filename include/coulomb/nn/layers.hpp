@@ -202,10 +202,10 @@ class Linear : public detail::LayerTypes<Scalar> {
   /// of X, each in [0, output_dim())), and with dY = scale · ∂loss/∂Y: ∂L/∂W += Xᵀ dY,
   /// ∂L/∂b += dYᵀ 1 and dX = dY Wᵀ (resized to n × in). The same as forward,
   /// softmax_cross_entropy, scaling and backward up to float round-off, but Y is never held
-  /// whole: it is computed in cache-sized chunks, twice (detail_linear_cross_entropy.hpp), for
-  /// a head with thousands of outputs. Returns the loss; if a logit is not finite, returns NaN
-  /// and changes nothing. Throws invalid_argument for an empty X or one of another width, or
-  /// labels of another count or out of range.
+  /// whole: it is computed once, in blocks of rows of at most 16 MiB, and used chunk by chunk
+  /// (detail_linear_cross_entropy.hpp), for a head with thousands of outputs. Returns the loss; if
+  /// a logit is not finite, returns NaN and changes nothing. Throws invalid_argument for an empty X
+  /// or one of another width, or labels of another count or out of range.
   Scalar cross_entropy_backward(const ConstMatrixRef<Scalar>& X, std::span<const int> labels,
                                 Matrix<Scalar>& dX, Scalar scale = Scalar(1)) {
     const char* where = "coulomb::nn::Linear::cross_entropy_backward";
@@ -215,23 +215,31 @@ class Linear : public detail::LayerTypes<Scalar> {
     detail::nn_check_labels(labels, n, output_dim(), where, "X");
     const Index d = input_dim(), C = output_dim();
     const int T = split_threads(n);
-    if (workspaces_.size() < static_cast<std::size_t>(T))
-      workspaces_.resize(static_cast<std::size_t>(T));
+    const auto threads = static_cast<std::size_t>(T);
+    if (workspaces_.size() < threads) workspaces_.resize(threads);
+    if (partial_.size() < threads) partial_.resize(threads);
+    if (partial_bias_.size() < threads) partial_bias_.resize(threads);
     lse_.resize(n);
     label_logit_.resize(n);
-    std::vector<char> finite(static_cast<std::size_t>(T), 1);
-    const Index block = detail::cross_entropy_block_rows;
-    const auto rows_of = [&](Index q, Index nb) {
-      return labels.subspan(static_cast<std::size_t>(q), static_cast<std::size_t>(nb));
-    };
+    dx_.resize(n, d);
+    detail::pack_cross_entropy_weight(w_.data(), d, C, packs_);
+    const Scalar coefficient = scale / static_cast<Scalar>(n);
+    const Index block = detail::cross_entropy_block_rows<Scalar>(C);
+    // Each thread's gradients go to its own buffers and reach ∂W and ∂b only once every logit
+    // is known to be finite, so a failure changes nothing.
+    std::vector<char> finite(threads, 1);
     for_row_ranges(n, [&](Index r0, Index rows, int i) {
-      auto& ws = workspaces_[static_cast<std::size_t>(i)];
+      const auto t = static_cast<std::size_t>(i);
+      partial_[t].setZero(d, C);
+      partial_bias_[t].setZero(C, 1);
       for (Index q = r0; q < r0 + rows; q += block) {
         const Index nb = std::min(block, r0 + rows - q);
-        if (!detail::cross_entropy_row_stats(X.data() + q, X.outerStride(), nb, d, w_.data(),
-                                             b_.data(), C, rows_of(q, nb), ws, lse_.data() + q,
-                                             label_logit_.data() + q)) {
-          finite[static_cast<std::size_t>(i)] = 0;
+        if (!detail::cross_entropy_block(
+                X.data() + q, X.outerStride(), nb, d, w_.data(), b_.data(), C,
+                labels.subspan(static_cast<std::size_t>(q), static_cast<std::size_t>(nb)), packs_,
+                coefficient, lse_.data() + q, label_logit_.data() + q, partial_[t].data(),
+                partial_bias_[t].data(), dx_.data() + q, n, workspaces_[t])) {
+          finite[t] = 0;
           return;
         }
       }
@@ -240,33 +248,11 @@ class Linear : public detail::LayerTypes<Scalar> {
     for (Index r = 0; r < n; ++r) total += static_cast<double>(lse_(r) - label_logit_(r));
     const bool ok = std::all_of(finite.begin(), finite.end(), [](char f) { return f != 0; });
     if (!ok || !std::isfinite(total)) return std::numeric_limits<Scalar>::quiet_NaN();
-    const Scalar coefficient = scale / static_cast<Scalar>(n);
-    dX.resize(n, d);
-    if (T > 1 && partial_.size() < static_cast<std::size_t>(T))
-      partial_.resize(static_cast<std::size_t>(T));
-    if (T > 1 && partial_bias_.size() < static_cast<std::size_t>(T))
-      partial_bias_.resize(static_cast<std::size_t>(T));
-    for_row_ranges(n, [&](Index r0, Index rows, int i) {
-      auto& ws = workspaces_[static_cast<std::size_t>(i)];
-      Scalar* dw = dw_.data();
-      Scalar* db = db_.data();
-      if (T > 1) {
-        partial_[static_cast<std::size_t>(i)].setZero(d, C);
-        partial_bias_[static_cast<std::size_t>(i)].setZero(C, 1);
-        dw = partial_[static_cast<std::size_t>(i)].data();
-        db = partial_bias_[static_cast<std::size_t>(i)].data();
-      }
-      for (Index q = r0; q < r0 + rows; q += block) {
-        const Index nb = std::min(block, r0 + rows - q);
-        detail::cross_entropy_gradients(X.data() + q, X.outerStride(), nb, d, w_.data(), b_.data(),
-                                        C, rows_of(q, nb), lse_.data() + q, coefficient, dw, db,
-                                        dX.data() + q, dX.rows(), ws);
-      }
-    });
-    for (int i = 0; T > 1 && i < T; ++i) {
-      dw_ += partial_[static_cast<std::size_t>(i)];
-      db_ += partial_bias_[static_cast<std::size_t>(i)];
+    for (std::size_t t = 0; t < threads; ++t) {
+      dw_ += partial_[t];
+      db_ += partial_bias_[t];
     }
+    dX.swap(dx_);  // dX is overwritten; its old buffer is the next call's
     return static_cast<Scalar>(total / static_cast<double>(n));
   }
 
@@ -334,9 +320,11 @@ class Linear : public detail::LayerTypes<Scalar> {
 
   Matrix<Scalar> w_, b_, dw_, db_;
   mutable std::vector<std::uint32_t> w_bf16_;  // W packed as bf16 pairs (bf16 forward)
-  std::vector<Matrix<Scalar>> partial_;        // per thread: Xᵀ dY of its rows (backward_params)
+  std::vector<Matrix<Scalar>> partial_;        // per thread: Xᵀ dY of its rows
   std::vector<Matrix<Scalar>> partial_bias_;   // per thread: dYᵀ 1 (cross_entropy_backward)
   std::vector<detail::CrossEntropyWorkspace<Scalar>> workspaces_;  // per thread
+  detail::CrossEntropyPacks<Scalar> packs_;                        // W, packed per call
+  Matrix<Scalar> dx_;                                              // dX until it is complete
   Eigen::Array<Scalar, Eigen::Dynamic, 1> lse_, label_logit_;      // per row
   int threads_ = 1;
 };
