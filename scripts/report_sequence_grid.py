@@ -7,7 +7,8 @@ map and feature budget m, the test accuracy of the vanilla kernel and of each le
 over the seeds both have, with its 95 % t-interval, per cell and over all pairs (of the test
 accuracy, or with --metric dev_accuracy of the development accuracy). Writes the
 table as Markdown on stdout, the summary as CSV, with --png a figure of accuracy against m (one
-panel per cell, gnuplot), with --bars a bar figure, and with --combined every input row in one
+panel per cell and map, exact softmax of the cell dashed; gnuplot), with --pairs-png one of
+MQAR's accuracy against the number of key-value pairs, with --bars a bar figure, and with --combined every input row in one
 CSV, which this script reads back like a runs.csv (the committed source of a table).
 
     python3 scripts/report_sequence_grid.py OUT/runs.csv [MORE/runs.csv ...] --csv OUT/summary.csv --png OUT/accuracy_vs_m.png
@@ -67,6 +68,8 @@ def main():
                         help="the accuracy reported (default: test_accuracy)")
     parser.add_argument("--combined", help="write every row of the runs.csv files here, in one "
                         "CSV (a file this script reads back like a runs.csv)")
+    parser.add_argument("--pairs-png", help="MQAR: draw accuracy against the number of "
+                        "key-value pairs here, one panel per map (gnuplot)")
     parser.add_argument("--bars", help="draw the accuracy of every map and variant here, one "
                         "panel per task cell (gnuplot; for a grid at one m, such as ListOps)")
     args = parser.parse_args()
@@ -149,7 +152,9 @@ def main():
                         "paired_seeds"])
             w.writerows(summary)
     if args.png:
-        draw(summary, learned, args.png)
+        draw(summary, learned, args.png, softmax_means(acc))
+    if args.pairs_png:
+        draw_pairs(summary, learned, args.pairs_png)
     if args.bars:
         draw_bars(acc, groups, learned, args.bars)
 
@@ -226,19 +231,49 @@ def draw_bars(acc, groups, learned, png):
         run_gnuplot(script, png, plots)
 
 
-def draw(summary, learned, png):
+def errorbar(mean, sd):
+    """The ± of a point: its sd, 0 for a single seed (so the point is still drawn)."""
+    return 0.0 if math.isnan(sd) and not math.isnan(mean) else sd
+
+
+def quote(text):
+    """A gnuplot string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def variant_label(v):
+    """A variant's name in a figure's key."""
+    return ("learned (Phase A at initialization)" if v == "learned"
+            else v.replace("learned:", "learned, Phase A ").replace("+after", " after epoch "))
+
+
+def softmax_means(acc):
+    """(task, cell) -> mean accuracy of exact softmax attention over its seeds."""
+    return {(k[0], k[1]): statistics.fmean(d.values())
+            for k, d in acc.items() if k[2] == "softmax" and d}
+
+
+def draw(summary, learned, png, reference):
     """Accuracy against m, vanilla and each learned variant with ±sd bars, one panel per
-    (task, cell, map)."""
+    (task, cell, map): a row of panels per map, a column per cell when there are several maps,
+    and exact softmax attention of the same cell as a dashed line (`reference`)."""
     panels = []
     for row in summary:
-        if (row[0], row[1], row[2]) not in panels:
+        if row[3] > 0 and (row[0], row[1], row[2]) not in panels:
             panels.append((row[0], row[1], row[2]))
+    maps = sorted({p[2] for p in panels})
+    cells = sorted({(p[0], p[1]) for p in panels}, key=lambda c: (c[0], cell_key(c[1])))
+    if len(maps) > 1:
+        panels.sort(key=lambda p: (maps.index(p[2]), cells.index((p[0], p[1]))))
+        cols = len(cells)
+    else:
+        cols = min(len(panels), 2)
     with tempfile.TemporaryDirectory() as tmp:
         plots = []
         for i, p in enumerate(panels):
             data = os.path.join(tmp, f"panel{i}.dat")
             with open(data, "w") as f:
-                # m, vanilla mean, sd, then mean and sd of each learned variant
+                # m, vanilla mean, sd, then mean and sd of each learned variant, then softmax
                 by_m = defaultdict(dict)
                 for row in summary:
                     if (row[0], row[1], row[2]) == p:
@@ -247,29 +282,86 @@ def draw(summary, learned, png):
                 for m in sorted(by_m):
                     values = [by_m[m].get("vanilla", [math.nan, math.nan])]
                     values += [by_m[m].get(v, [math.nan, math.nan]) for v in learned]
-                    f.write(f"{m} " + " ".join(f"{a} {b}" for a, b in values) + "\n")
+                    f.write(f"{m} " + " ".join(f"{a} {errorbar(a, b)}" for a, b in values) +
+                            f" {reference.get((p[0], p[1]), math.nan)}\n")
             plots.append((data, f"{p[0]} {p[1]}, {p[2]}"))
         script = os.path.join(tmp, "plot.gp")
+        rows = (len(plots) + cols - 1) // cols
+        softmax_column = 4 + 2 * len(learned)
+        with open(script, "w") as f:
+            f.write(f"set terminal pngcairo size {520 * cols},{380 * rows} font ',10'\n")
+            f.write(f"set output ARG1\nset multiplot layout {rows},{cols}\n")
+            f.write("set logscale x 2\nset xlabel 'features m'\nset ylabel 'test accuracy (%)'\n")
+            f.write("set key bottom right\nset grid\nset yrange [0:101]\n")
+            f.write("set datafile missing 'nan'\n")
+            for data, title in plots:
+                f.write(f"set title {quote(title)}\n")
+                curves = [f"{quote(data)} using 1:2:3 with yerrorlines title 'vanilla'"]
+                for j, v in enumerate(learned):
+                    curves.append(f"'' using ($1*{1.0 + 0.04 * (j + 1):.2f}):{4 + 2 * j}:"
+                                  f"{5 + 2 * j} with yerrorlines title '{variant_label(v)}'")
+                if any(q[:2] in reference for q in panels):
+                    curves.append(f"'' using 1:{softmax_column} with lines dt 2 lc 'black' "
+                                  "title 'softmax attention'")
+                f.write("plot " + ", ".join(curves) + "\n")
+            f.write("unset multiplot\n")
+        run_gnuplot(script, png, [])
+
+
+def draw_pairs(summary, learned, png):
+    """MQAR: accuracy against the number of key-value pairs (the P of a cell named L64-P8-V64),
+    one panel per map, a line per m for vanilla (solid) and each learned variant (dashed; the
+    key names only the learned lines' variant)."""
+    def pairs_of(cell):
+        for token in cell.split("-"):
+            if token.startswith("P") and token[1:].isdigit():
+                return int(token[1:])
+        return None
+    points = defaultdict(dict)  # map -> {(m, variant): {pairs: (mean, sd)}}
+    for row in summary:
+        pairs = pairs_of(row[1])
+        if pairs is None or row[3] <= 0:
+            continue
+        points[row[2]].setdefault((row[3], "vanilla"), {})[pairs] = row[5:7]
+        points[row[2]].setdefault((row[3], row[4]), {})[pairs] = row[7:9]
+    maps = sorted(points)
+    if not maps:
+        sys.exit("--pairs-png: no cell with a number of pairs (such as L64-P8-V64)")
+    with tempfile.TemporaryDirectory() as tmp:
+        plots, curves_of = [], []
+        for i, name in enumerate(maps):
+            data = os.path.join(tmp, f"pairs{i}.dat")
+            lines = sorted(points[name], key=lambda k: (k[0], k[1] != "vanilla", k[1]))
+            pairs = sorted({p for k in lines for p in points[name][k]})
+            with open(data, "w") as f:
+                for p in pairs:
+                    values = [points[name][k].get(p, [math.nan, math.nan]) for k in lines]
+                    f.write(f"{p} " + " ".join(f"{a} {errorbar(a, b)}" for a, b in values) +
+                            "\n")
+            plots.append((data, name))
+            curves_of.append(lines)
+        script = os.path.join(tmp, "pairs.gp")
         cols = min(len(plots), 2)
         rows = (len(plots) + cols - 1) // cols
         with open(script, "w") as f:
             f.write(f"set terminal pngcairo size {520 * cols},{380 * rows} font ',10'\n")
             f.write(f"set output ARG1\nset multiplot layout {rows},{cols}\n")
-            f.write("set logscale x 2\nset xlabel 'features m'\nset ylabel 'test accuracy (%)'\n")
-            f.write("set key bottom right\nset grid\nset yrange [*:100.5]\n")
-            f.write("set datafile missing 'nan'\n")
-            for k, (_, title) in enumerate(plots):
-                f.write(f"set title ARG{2 * k + 3}\n")
-                curves = [f"ARG{2 * k + 2} using 1:2:3 with yerrorlines title 'vanilla'"]
-                for j, v in enumerate(learned):
-                    label = ("learned (Phase A at initialization)" if v == "learned"
-                             else v.replace("learned:", "learned, Phase A ")
-                             .replace("+after", " after epoch "))
-                    curves.append(f"'' using ($1*{1.0 + 0.04 * (j + 1):.2f}):{4 + 2 * j}:"
-                                  f"{5 + 2 * j} with yerrorlines title '{label}'")
+            f.write("set logscale x 2\nset xlabel 'key-value pairs'\n")
+            f.write("set ylabel 'test accuracy (%)'\nset key bottom left font ',8'\nset grid\n")
+            f.write("set yrange [0:101]\nset datafile missing 'nan'\n")
+            for (data, title), lines in zip(plots, curves_of):
+                f.write(f"set title {quote(title)}\n")
+                ms = sorted({m for m, _ in lines})
+                curves = []
+                for j, (m, v) in enumerate(lines):
+                    source = quote(data) if j == 0 else "''"
+                    dash = 1 if v == "vanilla" else 2
+                    title = f"m = {m}" + ("" if v == "vanilla" else f", {variant_label(v)}")
+                    curves.append(f"{source} using 1:{2 + 2 * j}:{3 + 2 * j} with yerrorlines "
+                                  f"lc {ms.index(m) + 1} dt {dash} title '{title}'")
                 f.write("plot " + ", ".join(curves) + "\n")
             f.write("unset multiplot\n")
-        run_gnuplot(script, png, plots)
+        run_gnuplot(script, png, [])
 
 
 if __name__ == "__main__":
