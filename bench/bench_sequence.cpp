@@ -16,6 +16,9 @@
 //       data::generate_mqar at length L with 64 key-value pairs (the largest count of Zoology's
 //       grid), so 32 · 64 = 2,048 rows of 8,192 logits.
 //   Inference/listops/{linear,softmax}/L  the evaluation forward of ListOps's model, B = 32.
+//   Head/mqar/{fused,unfused,eigen_gemm}  MQAR's head and loss alone (2,048 × 64 against the
+//       8,192-word vocabulary, one thread): fused with the loss, unfused, and one product X W by
+//       Eigen's GEMM as the reference of the same run (BM_Head).
 // Counters: tokens_per_s (B·L per step or forward, as the PyTorch peer counts them) and loss.
 // L ∈ {64, 128, 256, 512, 1024, 2000, 4096} for ListOps (softmax up to 2000: quadratic), 512
 // and 2000 for MQAR; the arguments are L and threads (1 and 2: OpenMP and Eigen's threads, and
@@ -208,6 +211,55 @@ void BM_Inference(benchmark::State& state) {
       static_cast<double>(batch_size * L), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// ---- MQAR's head and loss alone ------------------------------------------------------------
+
+enum class Head { fused, unfused, gemm };
+
+/// The language-model head of Train/mqar with its loss: 2,048 rows (32 sequences × 64 queries)
+/// of d_model 64 against the 8,192-word vocabulary, one thread. fused: Linear::
+/// cross_entropy_backward (three products of X W's size); unfused: forward, softmax_cross_entropy
+/// and backward on the whole 2,048 × 8,192 logits; gemm: one product X W by Eigen's GEMM, the
+/// reference that the other two are compared with in the same run (GFLOP_per_s counts
+/// 2·n·d·C per product: three for fused and unfused, one for gemm).
+template <Head H>
+void BM_Head(benchmark::State& state) {
+  const Index n = batch_size * mqar_pairs, d = 64, C = mqar_vocabulary;
+  set_threads(1);
+  coulomb::Rng rng(13);
+  nn::Linear<float> head(d, C);
+  head.initialize(rng);
+  head.set_num_threads(1);
+  Mat X(n, d), logits(n, C), dlogits, dX;
+  coulomb::fill_standard_normal(X, rng);
+  std::vector<int> labels(static_cast<std::size_t>(n));
+  for (auto& y : labels)
+    y = static_cast<int>(coulomb::uniform_index(static_cast<std::uint64_t>(C), rng));
+  auto run = [&] {
+    if constexpr (H == Head::fused) {
+      benchmark::DoNotOptimize(head.cross_entropy_backward(X, labels, dX));
+    } else if constexpr (H == Head::unfused) {
+      head.forward(X, logits);
+      benchmark::DoNotOptimize(nn::softmax_cross_entropy(logits, labels, dlogits));
+      head.backward(X, dlogits, dX);
+    } else {
+      logits.noalias() = X * head.weight();
+    }
+  };
+  run();
+  run();
+  for (auto _ : state) {
+    head.zero_grad();
+    run();
+    benchmark::DoNotOptimize(logits.data());
+    benchmark::DoNotOptimize(dX.data());
+    benchmark::ClobberMemory();
+  }
+  const double products = H == Head::gemm ? 1.0 : 3.0;
+  state.counters["GFLOP_per_s"] =
+      benchmark::Counter(products * 2.0 * static_cast<double>(n * d * C) * 1e-9,
+                         benchmark::Counter::kIsIterationInvariantRate);
+}
+
 const std::vector<int> listops_lengths{64, 128, 256, 512, 1024, 2000, 4096};
 const std::vector<int> mqar_lengths{512, 2000};
 constexpr int softmax_longest = 2000;
@@ -234,6 +286,10 @@ void register_all() {
              mqar_lengths, INT_MAX);
   add_shapes(benchmark::RegisterBenchmark("Train/mqar/softmax", BM_Train<Task::mqar, K::softmax>),
              mqar_lengths, softmax_longest);
+  for (auto* b : {benchmark::RegisterBenchmark("Head/mqar/fused", BM_Head<Head::fused>),
+                  benchmark::RegisterBenchmark("Head/mqar/unfused", BM_Head<Head::unfused>),
+                  benchmark::RegisterBenchmark("Head/mqar/eigen_gemm", BM_Head<Head::gemm>)})
+    b->Unit(benchmark::kMillisecond)->UseRealTime();
   add_shapes(benchmark::RegisterBenchmark("Inference/listops/linear", BM_Inference<K::linear>),
              listops_lengths, INT_MAX);
   add_shapes(benchmark::RegisterBenchmark("Inference/listops/softmax", BM_Inference<K::softmax>),
