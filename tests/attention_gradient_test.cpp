@@ -242,6 +242,31 @@ TEST_CASE("LinearAttention_KeptFeaturesGiveTheSameGradientsBitForBit",
   }
 }
 
+TEST_CASE("LinearAttention_CausalBackwardOfOtherSizesMapsAgain", "[attention][linear][gradient]") {
+  // A causal backward with kept features whose sizes are not the last forward's (here the rows
+  // of 2 sequences of 7 taken as 1 sequence of 14) maps its features again: it must give what a
+  // workspace without kept features gives.
+  auto rng = coulomb_test::test_rng("LinearAttention_CausalBackwardOfOtherSizesMapsAgain");
+  const Problem p = make_problem(rng, 2, 3, 1.5);
+  using Favor = coulomb::FavorPlus<double>;
+  const Favor map(3, 6, rng);
+  AttentionOptions opt;
+  opt.num_heads = p.heads;
+  opt.causal = true;
+  opt.block_size = 3;
+  const LinearAttention<Favor> plain(map, opt);
+  opt.keep_features = true;
+  const LinearAttention<Favor> keeping(map, opt);
+  LinearAttention<Favor>::Workspace ws, fresh;
+  Mat<double> out_two, out_one;
+  keeping.forward(p.Q, p.K, p.V, out_two, ws, p.batch);
+  plain.forward(p.Q, p.K, p.V, out_one, fresh, 1);
+  AttentionGradients<double> g_keeping, g_plain;
+  keeping.backward(p.Q, p.K, p.V, out_one, p.W, g_keeping, ws, 1);
+  plain.backward(p.Q, p.K, p.V, out_one, p.W, g_plain, fresh, 1);
+  CHECK(same_bits(g_keeping, g_plain));
+}
+
 TEST_CASE("LinearAttention_FloatGradientsMatchDouble", "[attention][linear][gradient][float]") {
   auto rng = coulomb_test::test_rng("LinearAttention_FloatGradientsMatchDouble");
   const Problem p = make_problem(rng, 2, 3, 1.0);

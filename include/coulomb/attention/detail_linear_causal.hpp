@@ -70,18 +70,41 @@ void intra_block_weights(Index n, BlockBuffers<Scalar>& buf) {
   lower_product_times_e(n, buf.phi_q, buf.phi_k, buf, buf.a);
 }
 
+/// Exchanges a block's features and key shifts between the block buffers and a kept block.
+template <typename Scalar>
+void swap_features(BlockBuffers<Scalar>& buf, KeptBlock<Scalar>& kept) noexcept {
+  buf.phi_q.swap(kept.phi_q);
+  buf.phi_k.swap(kept.phi_k);
+  buf.log_scale.swap(kept.log_scale);
+}
+
+/// The features of rows [r0, r0+n) and their key shifts into buf: from `kept` (the forward's,
+/// swapped in) or mapped when it is null. Returns whether the block has a real key.
+template <typename Map>
+bool block_features(const LinearBlocks<Map>& ops, const LinearTask<typename Map::Scalar>& tk,
+                    Index r0, Index n, BlockBuffers<typename Map::Scalar>& buf,
+                    KeptBlock<typename Map::Scalar>* kept) {
+  if (kept) {
+    swap_features(buf, *kept);
+    return kept->any_key;
+  }
+  const bool any_key = ops.map_keys_per_row(tk, r0, n, buf);
+  ops.map_queries(tk, r0, n, buf);
+  return any_key;
+}
+
 /// One causal block with the state st (the blocks before, at shift st.shift) left unchanged:
 /// buf.numden = [num, den] of rows [r0, r0+n), and buf.phi_q, phi_k, vx, e, a, log_scale,
-/// prefix, rfac for later use. Returns the shift after the block; *any_key tells whether the
-/// block has a real key.
+/// prefix, rfac for later use (the features from `kept` when it is not null). Returns the
+/// shift after the block; *any_key tells whether the block has a real key.
 template <typename Map>
 typename Map::Scalar causal_block(const LinearBlocks<Map>& ops,
                                   const LinearTask<typename Map::Scalar>& tk,
                                   const LinearPlan& plan, Index r0, Index n,
                                   BlockBuffers<typename Map::Scalar>& buf,
-                                  const KeyState<typename Map::Scalar>& st, bool* any_key) {
-  *any_key = ops.map_keys_per_row(tk, r0, n, buf);
-  ops.map_queries(tk, r0, n, buf);
+                                  const KeyState<typename Map::Scalar>& st, bool* any_key,
+                                  KeptBlock<typename Map::Scalar>* kept) {
+  *any_key = block_features(ops, tk, r0, n, buf, kept);
   const auto after = causal_shifts(n, st.shift, *any_key, buf);
   buf.numden.noalias() = buf.phi_q * st.sz;
   buf.numden.array().colwise() *= buf.rfac.array();
@@ -142,11 +165,12 @@ void prefix_key_states(const LinearBlocks<Map>& ops, const LinearTask<typename M
 /// for every block, in order within each part (the parts in parallel, each from the key sums
 /// entering it), causal_block and the inverse denominators, then
 /// on_block(c, r0, n, buf, sc, st, any_key) with st still the state entering the block, then
-/// the state update.
+/// the state update. With `kept` (the task's kept blocks), each block's features end up there:
+/// mapped and kept (reuse false: the forward) or taken from there and put back (reuse true).
 template <typename Map, typename OnBlock>
 void causal_sweep(const LinearBlocks<Map>& ops, const LinearTask<typename Map::Scalar>& tk,
                   const LinearPlan& plan, LinearWorkspaceData<typename Map::Scalar>& ws, int thread,
-                  OnBlock&& on_block) {
+                  KeptBlock<typename Map::Scalar>* kept, bool reuse, OnBlock&& on_block) {
   using Scalar = typename Map::Scalar;
   const Index dv = plan.dims.dv;
   if (plan.parts > 1) prefix_key_states(ops, tk, plan, ws);
@@ -159,22 +183,28 @@ void causal_sweep(const LinearBlocks<Map>& ops, const LinearTask<typename Map::S
       st = ws.incoming[static_cast<std::size_t>(p)];
     for_each_block(plan, plan.part_begin(p), plan.part_begin(p + 1), sc,
                    [&](Index c, Index r0, Index n, BlockBuffers<Scalar>& buf) {
+                     KeptBlock<Scalar>* kb = kept ? kept + c : nullptr;
                      bool any_key = false;
-                     const Scalar after = causal_block(ops, tk, plan, r0, n, buf, st, &any_key);
+                     const Scalar after = causal_block(ops, tk, plan, r0, n, buf, st, &any_key,
+                                                       reuse ? kb : nullptr);
                      ops.invert_denominators(tk, r0, buf.numden.col(dv), buf);
                      on_block(c, r0, n, buf, sc, st, any_key);
                      if (any_key) causal_update_state(n, after, buf, st);
+                     if (kb) {
+                       swap_features(buf, *kb);
+                       kb->any_key = any_key;
+                     }
                    });
   });
 }
 
-/// Forward of a task.
+/// Forward of a task; with `kept` (the task's kept blocks), its features are kept there.
 template <typename Map, typename OutBlock>
 void causal_forward_task(const LinearBlocks<Map>& ops, const LinearTask<typename Map::Scalar>& tk,
                          const LinearPlan& plan, LinearWorkspaceData<typename Map::Scalar>& ws,
-                         int thread, OutBlock& out) {
+                         int thread, KeptBlock<typename Map::Scalar>* kept, OutBlock& out) {
   const Index dv = plan.dims.dv;
-  causal_sweep(ops, tk, plan, ws, thread,
+  causal_sweep(ops, tk, plan, ws, thread, kept, false,
                [&](Index, Index r0, Index n, auto& buf, auto&, const auto&, bool) {
                  ops.write_outputs(buf, dv, out.middleRows(r0, n));
                });

@@ -146,11 +146,13 @@ void key_gradients(const LinearBlocks<Map>& ops, const LinearTask<typename Map::
   ops.map_backward(tk, tk.k.middleRows(r0, n), buf.phi_k, buf, sc, dK);
 }
 
-/// Backward of task t (column t of ws.inv_den, ws.rfac and ws.block_shift).
+/// Backward of task t (column t of ws.inv_den, ws.rfac and ws.block_shift); with `kept` (the
+/// task's blocks kept by its forward), both sweeps take the features from there.
 template <typename Map>
 void causal_backward_task(const LinearBlocks<Map>& ops, const LinearTask<typename Map::Scalar>& tk,
                           const LinearPlan& plan, LinearWorkspaceData<typename Map::Scalar>& ws,
-                          int thread, Index t, TaskGradients<typename Map::Scalar>& views) {
+                          int thread, Index t, KeptBlock<typename Map::Scalar>* kept,
+                          TaskGradients<typename Map::Scalar>& views) {
   using Scalar = typename Map::Scalar;
   using Buffers = BlockBuffers<Scalar>;
   auto inv_den = ws.inv_den.col(t);
@@ -158,7 +160,7 @@ void causal_backward_task(const LinearBlocks<Map>& ops, const LinearTask<typenam
   auto block_shift = ws.block_shift.col(t);
 
   // Sweep A: store 1/den, r and the shift entering each block; dΦ_Q, hence dQ.
-  causal_sweep(ops, tk, plan, ws, thread,
+  causal_sweep(ops, tk, plan, ws, thread, kept, true,
                [&](Index c, Index r0, Index n, Buffers& buf, LinearScratch<Scalar>& sc,
                    const KeyState<Scalar>& st, bool any_key) {
                  block_shift(c) = st.shift;
@@ -194,10 +196,10 @@ void causal_backward_task(const LinearBlocks<Map>& ops, const LinearTask<typenam
         [&](Index c, Index r0, Index n, Buffers& buf) {
           auto dk_rows = views.dK.middleRows(r0, n);
           auto dv_rows = views.dV.middleRows(r0, n);
-          ops.map_queries(tk, r0, n, buf);
+          KeptBlock<Scalar>* kb = kept ? kept + c : nullptr;
+          const bool any_key = block_features(ops, tk, r0, n, buf, kb);
           buf.inv_den = inv_den.segment(r0, n);
           ops.output_gradients(views.G.middleRows(r0, n), views.out.middleRows(r0, n), buf);
-          const bool any_key = ops.map_keys_per_row(tk, r0, n, buf);
           const Scalar after = causal_shifts(n, block_shift(c), any_key, buf);
           if (!any_key) {
             dk_rows.setZero();
@@ -206,6 +208,7 @@ void causal_backward_task(const LinearBlocks<Map>& ops, const LinearTask<typenam
             key_gradients(ops, tk, plan, r0, n, after, acc, has, buf, sc, dk_rows, dv_rows);
           }
           accumulate_state_gradient(buf, block_shift(c), acc, ref, has);
+          if (kb) swap_features(buf, *kb);
         });
   });
 }

@@ -51,11 +51,13 @@ struct AttentionOptions {
   /// Linear attention only: also compute ∂L/∂Ω in backward (false: frozen-kernel mode, which
   /// saves one GEMM per feature map).
   bool omega_gradient = true;
-  /// Linear attention, non-causal only: the forward keeps the features Φ(Q) and Φ(K) of every
-  /// block in the workspace (2·B·H·L·m numbers) so that the backward reuses them instead of
-  /// mapping the queries and keys again. Results are the same bit for bit; memory then grows
-  /// with L·m. Off by default (the forward alone needs O(C·m) per thread); nn::TextClassifier,
-  /// which trains, turns it on.
+  /// Linear attention: the forward keeps the features Φ(Q) and Φ(K) of every block in the
+  /// workspace (2·B·H·L·m numbers) so that the backward reuses them instead of mapping the
+  /// queries and keys again (causal: in both of its sweeps). Results are the same bit for bit;
+  /// memory then grows with L·m. The backward then takes Q and K to be those of the last
+  /// forward (causal: when its sizes and mask are the forward's; otherwise it maps again). Off
+  /// by default (the forward alone needs O(C·m) per thread); nn::TextClassifier and
+  /// nn::SequenceModel, which train, turn it on.
   bool keep_features = false;
 };
 
@@ -202,10 +204,15 @@ struct ForwardRecord {
     valid = true;
   }
 
+  /// Whether the recorded forward had these sizes and mask.
+  bool matches(const AttentionDims& backward_dims, const PaddingMask* mask) const noexcept {
+    return valid && dims == backward_dims && masked == (mask != nullptr);
+  }
+
   /// Throws invalid_argument naming 'ws' unless the recorded forward had these sizes and mask.
   void require_matches(const std::string& where, const AttentionDims& backward_dims,
                        const PaddingMask* mask) const {
-    require(valid && dims == backward_dims && masked == (mask != nullptr), where,
+    require(matches(backward_dims, mask), where,
             "argument 'ws' holds no forward pass of these inputs; call forward(Q, K, V, ...) "
             "with the same workspace first");
   }

@@ -199,10 +199,8 @@ class LinearAttention : public AttentionBase<LinearAttention<Map>, typename Map:
     return detail::LinearBlocks<Map>(maps_, scale_, this->options_.omega_gradient);
   }
 
-  /// Whether the forward keeps its features for the backward (keep_features, non-causal).
-  bool keeps_features() const noexcept {
-    return this->options_.keep_features && !this->options_.causal;
-  }
+  /// Whether the forward keeps its features for the backward (keep_features).
+  bool keeps_features() const noexcept { return this->options_.keep_features; }
 
   detail::LinearPlan make_plan(const detail::AttentionDims& dims) const {
     return detail::LinearPlan{
@@ -252,16 +250,14 @@ class LinearAttention : public AttentionBase<LinearAttention<Map>, typename Map:
     detail::run_tasks(plan, [&](Index t, int thread) {
       const auto tk = ops.task(detail::attention_task<Scalar>(Q, K, V, mask, dims, t));
       auto out = tk.block_of(Out, dims.dv);
+      auto* kept = detail::kept_blocks(ws, plan, t, keep);
       if (causal)
-        detail::causal_forward_task(ops, tk, plan, ws, thread, out);
+        detail::causal_forward_task(ops, tk, plan, ws, thread, kept, out);
       else
-        detail::noncausal_forward_task(ops, tk, plan, ws, thread, t,
-                                       detail::kept_blocks(ws, plan, t, keep), out);
+        detail::noncausal_forward_task(ops, tk, plan, ws, thread, t, kept, out);
     });
-    if (!causal) {
-      ws.forward.set(dims, mask);
-      ws.kept_valid = keep;
-    }
+    ws.forward.set(dims, mask);
+    ws.kept_valid = keep;
   }
 
   void backward_impl(const detail::AttentionDims& dims, const ConstRef& Q, const ConstRef& K,
@@ -275,8 +271,9 @@ class LinearAttention : public AttentionBase<LinearAttention<Map>, typename Map:
     const detail::LinearPlan plan = make_plan(dims);
     prepare(ws, plan, true);
     // Invalid while the kept features are swapped in and out: a backward that throws midway
-    // leaves them mixed with the buffers, and a later backward then maps again.
-    const bool kept_ok = ws.kept_valid && keeps_features();
+    // leaves them mixed with the buffers, and a later backward then maps again. A causal
+    // backward of other sizes than the last forward maps again too.
+    const bool kept_ok = ws.kept_valid && keeps_features() && ws.forward.matches(dims, mask);
     ws.kept_valid = false;
     grads.dQ.resize(Q.rows(), Q.cols());
     grads.dK.resize(K.rows(), K.cols());
@@ -290,11 +287,11 @@ class LinearAttention : public AttentionBase<LinearAttention<Map>, typename Map:
     detail::run_tasks(plan, [&](Index t, int thread) {
       const auto tk = ops.task(detail::attention_task<Scalar>(Q, K, V, mask, dims, t));
       detail::TaskGradients<Scalar> views(tk, dims, Out, dOut, grads);
+      auto* kept = detail::kept_blocks(ws, plan, t, kept_ok);
       if (causal)
-        detail::causal_backward_task(ops, tk, plan, ws, thread, t, views);
+        detail::causal_backward_task(ops, tk, plan, ws, thread, t, kept, views);
       else
-        detail::noncausal_backward_task(ops, tk, plan, ws, thread, t,
-                                        detail::kept_blocks(ws, plan, t, kept_ok), views);
+        detail::noncausal_backward_task(ops, tk, plan, ws, thread, t, kept, views);
     });
     ws.kept_valid = kept_ok;
     if (this->options_.omega_gradient) {

@@ -85,14 +85,16 @@ struct BlockBuffers {
   Vector<Scalar> rfac;    // causal: r_i = e^{B − M_i}, the factor of the incoming state
 };
 
-/// The features of one block kept from a non-causal forward for the backward
+/// The features of one block kept from a forward for the backward
 /// (AttentionOptions::keep_features). The matrices are swapped with the block buffers, never
 /// copied.
 template <typename Scalar>
 struct KeptBlock {
-  Matrix<Scalar> phi_q;  // n × D: Φ(s·Q) with per-row shifts
-  Matrix<Scalar> phi_k;  // n × D: Φ(s·K) at the block's shift, padded rows 0
-  Scalar shift = 0;      // the block's key shift b (−∞: no real key, phi_k unused)
+  Matrix<Scalar> phi_q;      // n × D: Φ(s·Q) with per-row shifts
+  Matrix<Scalar> phi_k;      // n × D: Φ(s·K); non-causal at the block's shift, padded rows 0
+  Scalar shift = 0;          // non-causal: the block's key shift b (−∞: no real key)
+  Vector<Scalar> log_scale;  // causal: the keys' shifts per row (−∞ at padding)
+  bool any_key = false;      // causal: whether the block has a real key
 };
 
 /// Per-thread buffers.

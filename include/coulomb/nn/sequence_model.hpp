@@ -323,7 +323,7 @@ class SequenceModel : public EncoderAccess<SequenceModel<Map>, Map> {
     lo.attention.num_threads = c.num_threads;
     lo.attention.omega_gradient = c.train_omega;
     lo.attention.causal = c.causal();
-    lo.attention.keep_features = true;  // non-causal only: the backward reuses the features
+    lo.attention.keep_features = true;  // the backward reuses the forward's features
 
     Rng root(seed);
     Rng embed_rng = root.split(0);
