@@ -204,16 +204,16 @@ void check_direct_and_packed_chains(coulomb::Rng& rng) {
     M packed(s.rows, s.cols);
     cd::packed_product(A.data(), s.rows, s.rows, s.depth, pack.data(), s.cols, packed.data(),
                        s.rows, cd::ProductInit::bias, bias.data());
+    // Entry (r, j) of init + A B as one chain of chain_steps over the depth.
+    const auto chain = [&](Scalar init, Index r, Index j) {
+      for (Index p = 0; p < s.depth; ++p) init = chain_step(A(r, p), B(p, j), init);
+      return init;
+    };
     Index wrong_direct = 0, wrong_packed = 0;
     for (Index r = 0; r < s.rows; ++r)
       for (Index j = 0; j < s.cols; ++j) {
-        Scalar acc = start(r, j), with_bias = bias(j, 0);
-        for (Index p = 0; p < s.depth; ++p) {
-          acc = chain_step(A(r, p), B(p, j), acc);
-          with_bias = chain_step(A(r, p), B(p, j), with_bias);
-        }
-        wrong_direct += direct(r, j) == acc ? 0 : 1;
-        wrong_packed += packed(r, j) == with_bias ? 0 : 1;
+        wrong_direct += direct(r, j) == chain(start(r, j), r, j) ? 0 : 1;
+        wrong_packed += packed(r, j) == chain(bias(j, 0), r, j) ? 0 : 1;
       }
     CHECK(wrong_direct == 0);
     CHECK(wrong_packed == 0);
