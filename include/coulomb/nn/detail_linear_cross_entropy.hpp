@@ -88,8 +88,9 @@ void pack_cross_entropy_weight(const Scalar* w, Index d, Index C,
 /// Workspace of cross_entropy_block (one per thread), reused across calls.
 template <typename Scalar>
 struct CrossEntropyWorkspace {
-  Matrix<Scalar> z;                                    // the block's Z, then its dZ
-  Matrix<Scalar> xt;                                   // the block's Xᵀ (d × n)
+  // Flat buffers, so that a shorter last block reuses them instead of reallocating 16 MiB.
+  Vector<Scalar> z;                                    // the block's Z (n × C), then its dZ
+  Vector<Scalar> xt;                                   // the block's Xᵀ (d × n)
   Eigen::Array<Scalar, Eigen::Dynamic, 1> mx, sum, t;  // per row of the block
 };
 
@@ -106,7 +107,10 @@ bool cross_entropy_block(const Scalar* x, Index ldx, Index n, Index d, const Sca
   using Array = Eigen::Array<Scalar, Eigen::Dynamic, 1>;
   using ConstMap = Eigen::Map<const Matrix<Scalar>, 0, Eigen::OuterStride<>>;
   const Index cw = cross_entropy_chunk_cols;
-  ws.z.resize(n, C);
+  if (ws.z.size() < n * C) ws.z.resize(n * C);
+  if (ws.xt.size() < d * n) ws.xt.resize(d * n);
+  Eigen::Map<Matrix<Scalar>> Zall(ws.z.data(), n, C);
+  Eigen::Map<Matrix<Scalar>> Xt(ws.xt.data(), d, n);
   ws.mx.setConstant(n, -std::numeric_limits<Scalar>::infinity());
   ws.sum.setZero(n);
   for (Index j0 = 0; j0 < C; j0 += cw) {
@@ -117,7 +121,7 @@ bool cross_entropy_block(const Scalar* x, Index ldx, Index n, Index d, const Sca
     else
       packed_product(x, ldx, n, d, packs.w.data() + (j0 / cw) * packs.w_stride, m, z, n,
                      ProductInit::bias, b + j0);
-    auto Z = ws.z.middleCols(j0, m);
+    auto Z = Zall.middleCols(j0, m);
     if (!all_finite(Z)) return false;
     ws.t = Z.col(0).array();
     for (Index j = 1; j < m; ++j) ws.t = ws.t.max(Z.col(j).array());
@@ -129,13 +133,13 @@ bool cross_entropy_block(const Scalar* x, Index ldx, Index n, Index d, const Sca
   }
   for (Index r = 0; r < n; ++r) {
     lse[r] = ws.mx(r) + std::log(ws.sum(r));
-    zy[r] = ws.z(r, labels[static_cast<std::size_t>(r)]);
+    zy[r] = Zall(r, labels[static_cast<std::size_t>(r)]);
   }
-  ws.xt = ConstMap(x, n, d, Eigen::OuterStride<>(ldx)).transpose();
+  Xt = ConstMap(x, n, d, Eigen::OuterStride<>(ldx)).transpose();
   const Eigen::Map<const Array> shift(lse, n);
   for (Index j0 = 0; j0 < C; j0 += cw) {
     const Index m = std::min(cw, C - j0);
-    auto Z = ws.z.middleCols(j0, m);
+    auto Z = Zall.middleCols(j0, m);
     for (Index j = 0; j < m; ++j) Z.col(j).array() = (Z.col(j).array() - shift).exp() * coefficient;
     for (Index r = 0; r < n; ++r) {
       const Index y = labels[static_cast<std::size_t>(r)];
@@ -145,7 +149,7 @@ bool cross_entropy_block(const Scalar* x, Index ldx, Index n, Index d, const Sca
         Z.colwise().sum().transpose();
     // dW[:, chunk] += Xᵀ dZ[:, chunk]: Xᵀ is the tall operand (d rows, depth n), the chunk of
     // dZ, in the second-level cache, is read in place.
-    direct_product(ws.xt.data(), d, d, n, Z.data(), n, m, dw + j0 * d, d, ProductInit::accumulate);
+    direct_product(Xt.data(), d, d, n, Z.data(), n, m, dw + j0 * d, d, ProductInit::accumulate);
     const ProductInit init = j0 == 0 ? ProductInit::zero : ProductInit::accumulate;
     if (packs.empty())
       tall_small_product(Z.data(), n, n, m, w + j0 * d, d, Index{1}, d, dx, lddx, init,
