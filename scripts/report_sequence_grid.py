@@ -5,11 +5,12 @@ map and feature budget m, the test accuracy of the vanilla kernel and of each le
 (Phase A at initialization: "learned"; other --phase-a choices, such as pooled+after1:
 "learned:<choice>") over the seeds (mean ± sd), and the paired difference learned − vanilla
 over the seeds both have, with its 95 % t-interval, per cell and over all pairs (of the test
-accuracy, or with --metric dev_accuracy of the development accuracy). Writes the
-table as Markdown on stdout, the summary as CSV, with --png a figure of accuracy against m (one
-panel per cell and map, exact softmax of the cell dashed; gnuplot), with --pairs-png one of
-MQAR's accuracy against the number of key-value pairs, with --bars a bar figure, and with --combined every input row in one
-CSV, which this script reads back like a runs.csv (the committed source of a table).
+accuracy, or with --metric dev_accuracy of the development accuracy). Writes the table as
+Markdown on stdout, the summary as CSV, with --png a figure of accuracy against m (one panel per
+cell and map, exact softmax of the cell dashed; gnuplot), with --pairs-png one of MQAR's
+accuracy against the number of key-value pairs, with --bars a bar figure, and with --combined
+every input row in one CSV, which this script reads back like a runs.csv (the committed source
+of a table).
 
     python3 scripts/report_sequence_grid.py OUT/runs.csv [MORE/runs.csv ...] --csv OUT/summary.csv --png OUT/accuracy_vs_m.png
 """
@@ -220,12 +221,10 @@ def draw_bars(acc, groups, learned, png):
                 f.write(f"set title ARG{2 * k + 3}\n")
                 curves = []
                 for j, v in enumerate(variants):
-                    label = ("learned (Phase A at initialization)" if v == "learned"
-                             else v.replace("learned:", "learned, Phase A ")
-                             .replace("+after", " after epoch "))
                     source = f"ARG{2 * k + 2}" if j == 0 else "''"
                     xtic = ":xtic(1)" if j == 0 else ""
-                    curves.append(f"{source} using {2 + 2 * j}:{3 + 2 * j}{xtic} title '{label}'")
+                    curves.append(f"{source} using {2 + 2 * j}:{3 + 2 * j}{xtic} "
+                                  f"title '{variant_label(v)}'")
                 f.write("plot " + ", ".join(curves) + "\n")
             f.write("unset multiplot\n")
         run_gnuplot(script, png, plots)

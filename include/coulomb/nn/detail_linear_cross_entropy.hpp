@@ -52,25 +52,18 @@ Index cross_entropy_block_rows(Index C) {
 
 /// W packed once per call for its two products with every block (shared by the threads): for
 /// chunk c, the block W[:, c·w .. c·w + m) (d × m) for Z = X W, and its transpose (m × d) for
-/// dX = dZ Wᵀ. Empty when d is deeper than one depth block of the products (then each product
-/// packs for itself).
+/// dX = dZ Wᵀ, each as one depth block (a product's chains do not depend on its depth blocks).
 template <typename Scalar>
 struct CrossEntropyPacks {
   std::vector<Scalar> w, wt;
   Index w_stride = 0, wt_stride = 0;  // floats per chunk
-  bool empty() const noexcept { return w.empty(); }
 };
 
-/// Packs W (d × C, column-major) for cross_entropy_block, or leaves `packs` empty.
+/// Packs W (d × C, column-major) for cross_entropy_block.
 template <typename Scalar>
 void pack_cross_entropy_weight(const Scalar* w, Index d, Index C,
                                CrossEntropyPacks<Scalar>& packs) {
   const Index cw = cross_entropy_chunk_cols;
-  if (d > ProductTraits<Scalar>::kc) {
-    packs.w.clear();
-    packs.wt.clear();
-    return;
-  }
   const Index chunks = (C + cw - 1) / cw;
   packs.w_stride = packed_operand_size<Scalar>(d, cw);
   packs.wt_stride = packed_operand_size<Scalar>(cw, d);
@@ -94,16 +87,15 @@ struct CrossEntropyWorkspace {
   Eigen::Array<Scalar, Eigen::Dynamic, 1> mx, sum, t;  // per row of the block
 };
 
-/// One block of n rows of X (column stride ldx) with their labels: lse and z_y (the label's
-/// logit) per row; then, with dZ = coefficient · (softmax − onehot): dW += Xᵀ dZ (d × C,
-/// column-major), db += dZᵀ 1 (C), dX = dZ Wᵀ (n × d, column stride lddx, overwritten).
-/// Returns false, and stops, at a non-finite logit.
+/// One block of n rows of X (column stride ldx) with their labels, W packed in `packs`: lse
+/// and z_y (the label's logit) per row; then, with dZ = coefficient · (softmax − onehot):
+/// dW += Xᵀ dZ (d × C, column-major), db += dZᵀ 1 (C), dX = dZ Wᵀ (n × d, column stride lddx,
+/// overwritten). Returns false, and stops, at a non-finite logit.
 template <typename Scalar>
-bool cross_entropy_block(const Scalar* x, Index ldx, Index n, Index d, const Scalar* w,
-                         const Scalar* b, Index C, std::span<const int> labels,
-                         const CrossEntropyPacks<Scalar>& packs, Scalar coefficient, Scalar* lse,
-                         Scalar* zy, Scalar* dw, Scalar* db, Scalar* dx, Index lddx,
-                         CrossEntropyWorkspace<Scalar>& ws) {
+bool cross_entropy_block(const Scalar* x, Index ldx, Index n, Index d, const Scalar* b, Index C,
+                         std::span<const int> labels, const CrossEntropyPacks<Scalar>& packs,
+                         Scalar coefficient, Scalar* lse, Scalar* zy, Scalar* dw, Scalar* db,
+                         Scalar* dx, Index lddx, CrossEntropyWorkspace<Scalar>& ws) {
   using Array = Eigen::Array<Scalar, Eigen::Dynamic, 1>;
   using ConstMap = Eigen::Map<const Matrix<Scalar>, 0, Eigen::OuterStride<>>;
   const Index cw = cross_entropy_chunk_cols;
@@ -115,13 +107,9 @@ bool cross_entropy_block(const Scalar* x, Index ldx, Index n, Index d, const Sca
   ws.sum.setZero(n);
   for (Index j0 = 0; j0 < C; j0 += cw) {
     const Index m = std::min(cw, C - j0);
-    Scalar* z = ws.z.data() + j0 * n;
-    if (packs.empty())
-      tall_small_product(x, ldx, n, d, w + j0 * d, Index{1}, d, m, z, n, ProductInit::bias, b + j0);
-    else
-      packed_product(x, ldx, n, d, packs.w.data() + (j0 / cw) * packs.w_stride, m, z, n,
-                     ProductInit::bias, b + j0);
     auto Z = Zall.middleCols(j0, m);
+    packed_product(x, ldx, n, d, packs.w.data() + (j0 / cw) * packs.w_stride, m, Z.data(), n,
+                   ProductInit::bias, b + j0);
     if (!all_finite(Z)) return false;
     ws.t = Z.col(0).array();
     for (Index j = 1; j < m; ++j) ws.t = ws.t.max(Z.col(j).array());
@@ -150,13 +138,9 @@ bool cross_entropy_block(const Scalar* x, Index ldx, Index n, Index d, const Sca
     // dW[:, chunk] += Xᵀ dZ[:, chunk]: Xᵀ is the tall operand (d rows, depth n), the chunk of
     // dZ, in the second-level cache, is read in place.
     direct_product(Xt.data(), d, d, n, Z.data(), n, m, dw + j0 * d, d, ProductInit::accumulate);
-    const ProductInit init = j0 == 0 ? ProductInit::zero : ProductInit::accumulate;
-    if (packs.empty())
-      tall_small_product(Z.data(), n, n, m, w + j0 * d, d, Index{1}, d, dx, lddx, init,
-                         static_cast<const Scalar*>(nullptr));
-    else
-      packed_product(Z.data(), n, n, m, packs.wt.data() + (j0 / cw) * packs.wt_stride, d, dx, lddx,
-                     init, static_cast<const Scalar*>(nullptr));
+    packed_product(Z.data(), n, n, m, packs.wt.data() + (j0 / cw) * packs.wt_stride, d, dx, lddx,
+                   j0 == 0 ? ProductInit::zero : ProductInit::accumulate,
+                   static_cast<const Scalar*>(nullptr));
   }
   return true;
 }

@@ -139,8 +139,8 @@ constexpr Index packed_operand_size(Index k, Index m) {
 }
 
 /// C = init + A B for a tall A (n × k, column-major, column stride lda) and a small B (k × m),
-/// packed by pack_small_operand (Packed: one depth block, k <= kc) or column-major in place
-/// (column stride ldb). The rows go in tiles of mr, then 2 and 1 packets; the rows past the
+/// packed by pack_small_operand (Packed, as one depth block) or column-major in place (column
+/// stride ldb). The rows go in tiles of mr, then 2 and 1 packets; the rows past the
 /// last whole packet are copied to buffers of one packet (zero-padded), so every entry goes
 /// through the same chain of pmadds.
 template <bool Packed, typename Scalar>
@@ -172,7 +172,8 @@ void rows_product(const Scalar* a, Index lda, Index n, Index k, const Scalar* b,
     std::memcpy(c + r + j * ldc, c_rows.data() + j * P, sizeof(Scalar) * rest);
 }
 
-/// C = init + A B with B packed by pack_small_operand (depth k <= kc, m columns).
+/// C = init + A B with B packed by pack_small_operand (depth k, m columns; k <= kc keeps a tile's
+/// rows of A in the L1 cache, a deeper k gives the same entries more slowly).
 template <typename Scalar>
 void packed_product(const Scalar* a, Index lda, Index n, Index k, const Scalar* bpack, Index m,
                     Scalar* c, Index ldc, ProductInit init, const Scalar* bias) {

@@ -235,7 +235,7 @@ class Linear : public detail::LayerTypes<Scalar> {
       for (Index q = r0; q < r0 + rows; q += block) {
         const Index nb = std::min(block, r0 + rows - q);
         if (!detail::cross_entropy_block(
-                X.data() + q, X.outerStride(), nb, d, w_.data(), b_.data(), C,
+                X.data() + q, X.outerStride(), nb, d, b_.data(), C,
                 labels.subspan(static_cast<std::size_t>(q), static_cast<std::size_t>(nb)), packs_,
                 coefficient, lse_.data() + q, label_logit_.data() + q, partial_[t].data(),
                 partial_bias_[t].data(), dx_.data() + q, n, workspaces_[t])) {
