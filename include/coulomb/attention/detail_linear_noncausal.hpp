@@ -15,6 +15,7 @@
 #include <Eigen/Core>
 
 #include "../core/config.hpp"
+#include "../core/detail_products.hpp"
 #include "../core/parallel.hpp"
 #include "detail_linear_blocks.hpp"
 #include "linear_workspace.hpp"
@@ -51,12 +52,15 @@ void noncausal_forward_task(const LinearBlocks<Map>& ops,
     total = ws.parts[0];
     for (Index p = 1; p < plan.parts; ++p) total.merge(ws.parts[static_cast<std::size_t>(p)]);
   }
+  auto& packs = ws.packs[static_cast<std::size_t>(t)];
+  packs.sz.pack(total.sz);
   run_parts(plan, thread, [&](Index p, int th) {
     auto& sc = ws.scratch[static_cast<std::size_t>(th)];
     for_each_block(plan, plan.part_begin(p), plan.part_begin(p + 1), sc,
                    [&](Index c, Index r0, Index n, Buffers& buf) {
                      ops.map_queries(tk, r0, n, buf);
-                     buf.numden.noalias() = buf.phi_q * total.sz;
+                     buf.numden.resize(n, dv + 1);
+                     packs.sz.product(buf.phi_q, buf.numden);
                      ops.invert_denominators(tk, r0, buf.numden.col(dv), buf);
                      ops.write_outputs(buf, dv, out.middleRows(r0, n));
                      if (kept) buf.phi_q.swap(kept[c].phi_q);
@@ -77,6 +81,8 @@ void noncausal_backward_task(const LinearBlocks<Map>& ops,
   using Buffers = BlockBuffers<Scalar>;
   const Index dv = plan.dims.dv;
   const KeyState<Scalar>& st = ws.saved[static_cast<std::size_t>(t)];
+  auto& packs = ws.packs[static_cast<std::size_t>(t)];
+  packs.sz_t.pack_transposed(st.sz);
 
   // Queries: dΦ_Q = [dnum, dden] Szᵀ, and ∂L/∂Sz = Σ_i Φ_Q,iᵀ [dnum_i, dden_i].
   run_parts(plan, thread, [&](Index p, int th) {
@@ -93,7 +99,8 @@ void noncausal_backward_task(const LinearBlocks<Map>& ops,
                      ops.invert_denominators(tk, r0, buf.factor, buf);
                      ops.output_gradients(views.G.middleRows(r0, n), views.out.middleRows(r0, n),
                                           buf);
-                     buf.dphi.noalias() = buf.gx * st.sz.transpose();
+                     buf.dphi.resize(n, plan.D);
+                     packs.sz_t.product(buf.gx, buf.dphi);
                      dsz.noalias() += buf.phi_q.transpose() * buf.gx;
                      ops.map_backward(tk, tk.q.middleRows(r0, n), buf.phi_q, buf, sc,
                                       views.dQ.middleRows(r0, n));
@@ -107,6 +114,8 @@ void noncausal_backward_task(const LinearBlocks<Map>& ops,
     dsz_total = &ws.part_grad[0];
   }
   const Matrix<Scalar>& dsz = *dsz_total;
+  packs.dsz_t.pack_transposed(dsz);
+  packs.dsz_num.pack(dsz.data(), Index{1}, dsz.rows(), dsz.rows(), dv);
 
   // Keys: dΦ_K = α [V, 1] ∂L/∂Szᵀ, dV = α Φ_K ∂L/∂S, with α = e^{b − B} for a block of
   // shift b under the total shift B.
@@ -127,8 +136,13 @@ void noncausal_backward_task(const LinearBlocks<Map>& ops,
                      if (kept) buf.phi_k.swap(kept[c].phi_k);
                      const Scalar alpha = exp_difference(b, st.shift);
                      ops.load_values(tk, r0, n, dv, buf);
-                     buf.dphi.noalias() = alpha * buf.vx * dsz.transpose();
-                     dv_rows.noalias() = alpha * buf.phi_k * dsz.leftCols(dv);
+                     buf.dphi.resize(n, plan.D);
+                     packs.dsz_t.product(buf.vx, buf.dphi);
+                     packs.dsz_num.product(buf.phi_k, dv_rows);
+                     if (alpha != Scalar(1)) {
+                       buf.dphi *= alpha;
+                       dv_rows *= alpha;
+                     }
                      ops.zero_padded_rows(tk, r0, buf.dphi);
                      ops.zero_padded_rows(tk, r0, dv_rows);
                      ops.map_backward(tk, tk.k.middleRows(r0, n), buf.phi_k, buf, sc, dk_rows);

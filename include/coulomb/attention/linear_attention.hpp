@@ -243,6 +243,7 @@ class LinearAttention : public AttentionBase<LinearAttention<Map>, typename Map:
     prepare(ws, plan, false);
     const auto tasks = static_cast<std::size_t>(dims.tasks());
     if (!causal && ws.saved.size() < tasks) ws.saved.resize(tasks);
+    if (!causal && ws.packs.size() < tasks) ws.packs.resize(tasks);
     const bool keep = keeps_features();
     if (keep && ws.kept.size() < tasks * static_cast<std::size_t>(plan.blocks))
       ws.kept.resize(tasks * static_cast<std::size_t>(plan.blocks));

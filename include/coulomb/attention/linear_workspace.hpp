@@ -12,6 +12,7 @@
 #include <Eigen/Core>
 
 #include "../core/config.hpp"
+#include "../core/detail_products.hpp"
 #include "../features/feature_map.hpp"
 #include "layout.hpp"
 
@@ -97,6 +98,17 @@ struct KeptBlock {
   bool any_key = false;      // causal: whether the block has a real key
 };
 
+/// The small operands of one non-causal task packed for the product kernel
+/// (core/detail_products.hpp): the key sums Sz and their gradient ∂L/∂Sz, as each product
+/// reads them.
+template <typename Scalar>
+struct TaskPacks {
+  PackedOperand<Scalar> sz;       // Sz (D × (d_v+1)): [num, den] = Φ_Q Sz
+  PackedOperand<Scalar> sz_t;     // Szᵀ: dΦ_Q = gx Szᵀ
+  PackedOperand<Scalar> dsz_t;    // ∂L/∂Szᵀ: dΦ_K = α [V, 1] ∂L/∂Szᵀ
+  PackedOperand<Scalar> dsz_num;  // ∂L/∂S, the first d_v columns of ∂L/∂Sz: dV = α Φ_K ∂L/∂S
+};
+
 /// Per-thread buffers.
 template <typename Scalar>
 struct LinearScratch {
@@ -113,6 +125,7 @@ template <typename Scalar>
 struct LinearWorkspaceData {
   std::vector<LinearScratch<Scalar>> scratch;  // per thread
   std::vector<KeyState<Scalar>> saved;         // per task: non-causal key sums
+  std::vector<TaskPacks<Scalar>> packs;        // per task: non-causal sums packed
   std::vector<KeyState<Scalar>> parts;         // per part: local key sums
   std::vector<KeyState<Scalar>> pieces;        // key sums of the pieces of the parts
   std::vector<KeyState<Scalar>> incoming;      // per part: key sums of the earlier parts

@@ -18,18 +18,20 @@
 #include <Eigen/Core>
 
 #include "../core/config.hpp"
+#include "../core/detail_products.hpp"
 #include "../core/exp_kernels.hpp"
 #include "feature_map.hpp"
 
 namespace coulomb::detail {
 
 /// Phi = the exponential features of X (positive, or hyperbolic [e^{Z}, e^{−Z}]) under the
-/// stabilizer; log_scale (if given) receives the shifts s_i.
+/// stabilizer, Z = XΩᵀ with Ωᵀ packed in `omega_t`; log_scale (if given) receives the shifts s_i.
 template <typename Scalar, typename D>
-void exp_features(const Eigen::MatrixBase<D>& X, const Matrix<Scalar>& omega, bool hyperbolic,
-                  Stabilizer stabilizer, Matrix<Scalar>& Phi, Vector<Scalar>* log_scale) {
+void exp_features(const Eigen::MatrixBase<D>& X, const PackedOperand<Scalar>& omega_t,
+                  bool hyperbolic, Stabilizer stabilizer, Matrix<Scalar>& Phi,
+                  Vector<Scalar>* log_scale) {
   const Index n = X.rows();
-  const Index m = omega.rows();
+  const Index m = omega_t.cols();
   Phi.resize(n, hyperbolic ? 2 * m : m);
   Vector<Scalar> local_scale;
   Vector<Scalar>& shift = log_scale ? *log_scale : local_scale;
@@ -45,7 +47,7 @@ void exp_features(const Eigen::MatrixBase<D>& X, const Matrix<Scalar>& omega, bo
 
   // One GEMM for all rows (faster than one per row block), then the elementwise passes block
   // by block, so that a block stays in cache between them.
-  Phi.leftCols(m).noalias() = X * omega.transpose();  // Z
+  omega_t.product(X, Phi.leftCols(m));  // Z
   auto exponentiate = [&](Index r0, Index rows) {
     const auto off = offsets.segment(r0, rows).array();
     for (Index j = 0; j < m; ++j) {

@@ -16,11 +16,13 @@
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include <Eigen/Core>
 
 #include "../core/check.hpp"
 #include "../core/config.hpp"
+#include "../core/detail_products.hpp"
 #include "../core/error.hpp"
 #include "draw.hpp"
 
@@ -312,7 +314,8 @@ class FeatureMapBase {
     check_backward(X, Phi, dPhi, function);
     derived().backward_impl(X, Phi, dPhi, workspace.dZ);
     if (dX != nullptr) {
-      dX->noalias() = workspace.dZ * omega_;
+      dX->resize(workspace.dZ.rows(), input_dim());
+      omega_packed_.product(workspace.dZ, *dX);
       derived().input_correction(X, Phi, dPhi, *dX);
     }
     if (dOmega != nullptr) dOmega->noalias() = workspace.dZ.transpose() * X;
@@ -327,6 +330,18 @@ class FeatureMapBase {
     Phi.resize(X.rows(), output_dim());
     if (log_scale) log_scale->setZero(X.rows());
     return X.rows() > 0;
+  }
+
+  /// Z = X Ωᵀ (Z: X.rows() × m, a column-major matrix or a block of its columns) by the
+  /// product kernel of core/detail_products.hpp with Ωᵀ packed when Ω changed.
+  template <typename D, typename Out>
+  void project(const Eigen::MatrixBase<D>& X, Out&& Z) const {
+    omega_t_packed_.product(X, std::forward<Out>(Z));
+  }
+
+  /// Ωᵀ packed for project() (for maps whose features are computed elsewhere).
+  const detail::PackedOperand<Scalar>& packed_omega_transpose() const noexcept {
+    return omega_t_packed_;
   }
 
   /// Validates sizes, then draws Ω with `draw`.
@@ -381,8 +396,13 @@ class FeatureMapBase {
  private:
   double omega_l1_max_ = 0.0;  // max_k ‖ω_k‖₁: |ω_kᵀx| <= max|x| · max_k ‖ω_k‖₁
   double omega_sq_max_ = 0.0;  // max_k ‖ω_k‖²: ω_kᵀx − ‖x‖²/2 <= ‖ω_k‖²/2
+  detail::PackedOperand<Scalar> omega_t_packed_;  // Ωᵀ (d × m) for Z = XΩᵀ
+  detail::PackedOperand<Scalar> omega_packed_;    // Ω (m × d) for ∂L/∂X = ∂L/∂Z Ω
 
+  // Everything derived from Ω: its bounds and its packed copies.
   void update_omega_bounds() {
+    omega_t_packed_.pack_transposed(omega_);
+    omega_packed_.pack(omega_);
     omega_l1_max_ = static_cast<double>(omega_.cwiseAbs().rowwise().sum().maxCoeff());
     omega_sq_max_ = static_cast<double>(omega_.rowwise().squaredNorm().maxCoeff());
   }

@@ -134,7 +134,7 @@ class Rff : public FeatureMapBase<Rff<Scalar, Form>, Scalar> {
     if (!this->start_map(X, Phi, log_scale)) return;
     const Index m = this->num_particles();
     auto Z = Phi.leftCols(m);
-    Z.noalias() = X * this->omega_.transpose();
+    this->project(X, Z);
     if constexpr (with_phase) {
       const Scalar c = static_cast<Scalar>(std::sqrt(2.0 / static_cast<double>(m)));
       for (Index j = 0; j < m; ++j)
@@ -155,7 +155,8 @@ class Rff : public FeatureMapBase<Rff<Scalar, Form>, Scalar> {
     if constexpr (with_phase) {
       // dφ/dz = −√(2/m) sin(z + b): the sine is not recoverable from Φ, so z is recomputed.
       const Scalar c = static_cast<Scalar>(std::sqrt(2.0 / static_cast<double>(m)));
-      dZ.noalias() = X * this->omega_.transpose();
+      dZ.resize(X.rows(), m);
+      this->project(X, dZ);
       for (Index j = 0; j < m; ++j)
         dZ.col(j).array() = -c * (dZ.col(j).array() + phases_(j)).sin() * dPhi.col(j).array();
     } else {

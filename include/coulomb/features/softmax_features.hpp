@@ -117,7 +117,7 @@ class SoftmaxFeat : public FeatureMapBase<SoftmaxFeat<Scalar, Form>, Scalar> {
     // One GEMM, then every elementwise pass (row max, exp and row sum, normalization) on a
     // block of rows that stays in cache. The negative group of the symmetric forms is written
     // first, from Z, so that the positive group can then replace Z in place.
-    Phi.leftCols(m).noalias() = X * this->omega_.transpose();
+    this->project(X, Phi.leftCols(m));
     const Index block = detail::exp_block_rows<Scalar>(Phi.cols());
     const Scalar scale = static_cast<Scalar>(group_scale());
     VectorType row_max(block);

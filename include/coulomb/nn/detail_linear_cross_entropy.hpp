@@ -28,7 +28,7 @@
 
 #include "../core/check.hpp"
 #include "../core/config.hpp"
-#include "detail_products.hpp"
+#include "../core/detail_products.hpp"
 #include "loss.hpp"
 
 namespace coulomb::detail {

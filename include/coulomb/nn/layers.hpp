@@ -44,7 +44,7 @@
 #include "detail_bf16_products.hpp"
 #include "detail_layer_types.hpp"
 #include "detail_linear_cross_entropy.hpp"
-#include "detail_products.hpp"
+#include "../core/detail_products.hpp"
 #include "parameter.hpp"
 
 namespace coulomb {

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-/// @file nn/detail_products.hpp
-/// @brief Internal: the products of nn::Linear on the row-per-token layout. The product of a
-/// tall matrix and a small one (Y = X W + 1 bᵀ, dX = dY Wᵀ, dX += dY Wᵀ) is written here on
-/// Eigen's SIMD packets; the weight gradient Xᵀ dY is Eigen's GEMM in blocks of rows.
-/// Documented in docs/model.md ("The products of Linear").
+/// @file core/detail_products.hpp
+/// @brief Internal: the product of a tall matrix and a small one on Eigen's SIMD packets, for
+/// nn::Linear (Y = X W + 1 bᵀ, dX = dY Wᵀ), the feature maps (Z = X Ωᵀ, dX = ∂L/∂Z Ω) and
+/// linear attention (Φ(Q) S, gradients through the key sums); the weight gradient Xᵀ dY is
+/// Eigen's GEMM in blocks of rows. Documented in docs/model.md ("The products of Linear").
 ///
 /// Why not Eigen's GEMM: it copies ("packs") every panel of the tall operand and zero-fills the
 /// destination of `=` first. Here the tall operand's contiguous columns are read in place: a
@@ -21,11 +21,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Core>
 
-#include "../core/config.hpp"
+#include "config.hpp"
 
 namespace coulomb::detail {
 
@@ -187,6 +188,64 @@ void direct_product(const Scalar* a, Index lda, Index n, Index k, const Scalar* 
                     Index m, Scalar* c, Index ldc, ProductInit init) {
   rows_product<false>(a, lda, n, k, b, ldb, m, c, ldc, init, static_cast<const Scalar*>(nullptr));
 }
+
+/// A pointer to X and its column stride for the product kernels: X in place when it is stored
+/// column-major with unit inner stride, otherwise X evaluated into `copy` (an expression such
+/// as s·X, or a row-major matrix).
+template <typename Scalar, typename D>
+std::pair<const Scalar*, Index> column_major_operand(const Eigen::MatrixBase<D>& X,
+                                                     Matrix<Scalar>& copy) {
+  constexpr bool direct = (int(Eigen::internal::traits<D>::Flags) & Eigen::DirectAccessBit) != 0 &&
+                          (int(D::Flags) & Eigen::RowMajorBit) == 0;
+  if constexpr (direct) {
+    if (X.derived().innerStride() == 1) return {X.derived().data(), X.derived().outerStride()};
+  }
+  copy = X;
+  return {copy.data(), copy.rows()};
+}
+
+/// A small operand B (k × m) packed once by pack_small_operand, for products C = init + A B
+/// with many tall A: the particles of a feature map, the key sums of linear attention.
+template <typename Scalar>
+class PackedOperand {
+ public:
+  /// Packs B(p, j) = b[p · bs_p + j · bs_j], p < k, j < m.
+  void pack(const Scalar* b, Index bs_p, Index bs_j, Index k, Index m) {
+    k_ = k;
+    m_ = m;
+    data_.resize(static_cast<std::size_t>(packed_operand_size<Scalar>(k, m)));
+    if (k > 0 && m > 0) pack_small_operand(b, bs_p, bs_j, Index{0}, k, m, data_.data());
+  }
+  /// Packs a column-major matrix B.
+  void pack(const Matrix<Scalar>& b) { pack(b.data(), Index{1}, b.rows(), b.rows(), b.cols()); }
+  /// Packs the transpose of a column-major matrix B.
+  void pack_transposed(const Matrix<Scalar>& b) {
+    pack(b.data(), b.rows(), Index{1}, b.cols(), b.rows());
+  }
+
+  Index rows() const noexcept { return k_; }  ///< k
+  Index cols() const noexcept { return m_; }  ///< m
+
+  /// C = init + A B for a tall A (A.cols() == k) into C (A.rows() × m, column-major with unit
+  /// inner stride: a matrix, or a block of its columns), every entry one chain of pmadds.
+  template <typename D, typename Out>
+  void product(const Eigen::MatrixBase<D>& A, Out&& C, ProductInit init = ProductInit::zero) const {
+    static thread_local Matrix<Scalar> copy;  // for A not stored column-major
+    const Index n = A.rows();
+    if (n == 0 || m_ == 0) return;
+    if (k_ == 0) {
+      if (init != ProductInit::accumulate) C.setZero();
+      return;
+    }
+    const auto [a, lda] = column_major_operand<Scalar>(A, copy);
+    packed_product(a, lda, n, k_, data_.data(), m_, C.data(), C.outerStride(), init,
+                   static_cast<const Scalar*>(nullptr));
+  }
+
+ private:
+  std::vector<Scalar> data_;
+  Index k_ = 0, m_ = 0;
+};
 
 /// C = init + A B for a tall A (n × k, column-major, column stride lda) and a small B (k × m)
 /// with B(p, j) = b[p · bs_p + j · bs_j] (bs_p = 1, bs_j = k for a column-major B; bs_p = ld,
