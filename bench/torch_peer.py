@@ -18,7 +18,11 @@ The FAVOR+ maths is coulomb's: x = d^{-1/4} q, φ(x) = m^{-1/2} exp(Ωx − shif
 per-row shift max_j ω_jᵀx for queries (the −‖x‖²/2 term cancels in it) and one shift over all
 keys for keys (max_{i,j} ω_jᵀx_i − ‖x_i‖²/2), out = φ(Q)[φ(K)ᵀV] / φ(Q)[φ(K)ᵀ1]. The shifts
 are detached (they cancel in the ratio, as in coulomb's backward), and the backward computes
-gradients for Q, K, V and Ω with autograd.
+gradients for Q, K, V and Ω with autograd. With --causal, causal FAVOR+ too (the same features;
+out_i over the keys j <= i), in the strongest form written with PyTorch's own operations: chunks
+of C rows, inside a chunk the masked product (Φ_Q Φ_Kᵀ ⊙ lower) [V, 1], across chunks the running
+key sums Φ_Kᵀ [V, 1], the faster of C = 64, 128, 256 per shape (performer-pytorch's CPU path instead forms the
+prefix sums of the outer products φ(k_j) v_jᵀ, L·m·d numbers per head).
 """
 import argparse
 import json
@@ -32,7 +36,7 @@ D_HEAD = 64
 M = 256
 
 
-def run_one(threads, lengths, heads_list, repeats, min_time, max_softmax_gib):
+def run_one(threads, lengths, heads_list, repeats, min_time, max_softmax_gib, causal):
     import torch
     import torch.nn.functional as F
 
@@ -43,7 +47,7 @@ def run_one(threads, lengths, heads_list, repeats, min_time, max_softmax_gib):
     if sdpa is None:
         sdpa = getattr(F, "_scaled_dot_product_attention", None)
 
-    def favor(q, k, v, omega):
+    def features(q, k, omega):
         s = D_HEAD ** -0.25
         xq, xk = s * q, s * k
         zq = xq @ omega.t()  # H × L × m
@@ -52,11 +56,33 @@ def run_one(threads, lengths, heads_list, repeats, min_time, max_softmax_gib):
         phi_q = c * torch.exp(zq - zq.amax(dim=-1, keepdim=True).detach())
         ek = zk - 0.5 * (xk * xk).sum(dim=-1, keepdim=True)
         phi_k = c * torch.exp(ek - ek.amax(dim=(-2, -1), keepdim=True).detach())
+        return phi_q, phi_k
+
+    def favor(q, k, v, omega):
+        phi_q, phi_k = features(q, k, omega)
         kv = phi_k.transpose(-2, -1) @ v  # H × m × d
         z = phi_k.sum(dim=-2)  # H × m
         num = phi_q @ kv
         den = (phi_q @ z.unsqueeze(-1))
         return num / den
+
+    def favor_causal(q, k, v, omega, chunk):
+        # Chunked prefix sums: within a chunk the masked products (Φ_Q Φ_Kᵀ ⊙ lower) [V, 1],
+        # across chunks the running key sums S = Σ φ(k_j) [v_jᵀ, 1] (all GEMMs).
+        phi_q, phi_k = features(q, k, omega)
+        heads, length = q.shape[0], q.shape[1]
+        vx = torch.cat([v, torch.ones(heads, length, 1)], dim=-1)
+        state = torch.zeros(heads, M, D_HEAD + 1)
+        lower = torch.ones(chunk, chunk).tril()
+        outs = []
+        for i in range(0, length, chunk):
+            pq, pk, vc = phi_q[:, i:i + chunk], phi_k[:, i:i + chunk], vx[:, i:i + chunk]
+            n = pq.shape[1]
+            a = (pq @ pk.transpose(-2, -1)) * lower[:n, :n]
+            nd = pq @ state + a @ vc
+            state = state + pk.transpose(-2, -1) @ vc
+            outs.append(nd[..., :D_HEAD] / nd[..., D_HEAD:])
+        return torch.cat(outs, dim=1)
 
     def softmax_explicit(q, k, v):
         scores = (q @ k.transpose(-2, -1)) * (D_HEAD ** -0.5)
@@ -96,6 +122,29 @@ def run_one(threads, lengths, heads_list, repeats, min_time, max_softmax_gib):
             def linear_fwd_bwd():
                 qq, kk, vv, oo = (t.detach().requires_grad_() for t in (q, k, v, omega))
                 favor(qq, kk, vv, oo).backward(g)
+
+            if causal:
+                # The best chunk per shape: PyTorch's best configuration.
+                for name in ("forward", "forward_backward"):
+                    best = None
+                    for chunk in (64, 128, 256):
+                        if chunk > L:
+                            continue
+                        if name == "forward":
+                            def run(chunk=chunk):
+                                with torch.inference_mode():
+                                    favor_causal(q, k, v, omega, chunk)
+                        else:
+                            def run(chunk=chunk):
+                                qq, kk, vv, oo = (t.detach().requires_grad_()
+                                                  for t in (q, k, v, omega))
+                                favor_causal(qq, kk, vv, oo, chunk).backward(g)
+                        ms, n = timeit(run)
+                        if best is None or ms < best[1]:
+                            best = (f"chunk {chunk}", ms, n, timeit.cpu_ms)
+                    records.append(dict(impl="torch_linear_causal", variant=best[0], pass_=name,
+                                        L=L, heads=heads, threads=threads, median_ms=best[1],
+                                        median_cpu_ms=best[3], samples=best[2]))
 
             candidates = {"explicit": softmax_explicit}
             if sdpa is not None:
@@ -151,13 +200,15 @@ def main():
     ap.add_argument("--min-time", type=float, default=1.0, help="seconds per measurement")
     ap.add_argument("--max-softmax-gib", type=float, default=6.0,
                     help="skip softmax shapes whose L×L tensors would need more memory")
+    ap.add_argument("--causal", action="store_true",
+                    help="also causal FAVOR+ by chunked prefix sums (torch_linear_causal)")
     ap.add_argument("--json", help="write the results here (default: stdout)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.child:
         out = run_one(args.threads[0], args.lengths, args.heads, args.repeats, args.min_time,
-                      args.max_softmax_gib)
+                      args.max_softmax_gib, args.causal)
         json.dump(out, sys.stdout)
         return 0
 
@@ -165,7 +216,8 @@ def main():
                           ["--repeats", str(args.repeats), "--min-time", str(args.min_time),
                            "--max-softmax-gib", str(args.max_softmax_gib),
                            "--lengths", *map(str, args.lengths),
-                           "--heads", *map(str, args.heads)], args.json)
+                           "--heads", *map(str, args.heads),
+                           *(["--causal"] if args.causal else [])], args.json)
     print("| impl | pass | L | heads | threads | median (ms) | variant |", file=sys.stderr)
     print("|---|---|---:|---:|---:|---:|---|", file=sys.stderr)
     for r in merged["records"]:

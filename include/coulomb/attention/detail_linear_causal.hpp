@@ -19,6 +19,7 @@
 #include <Eigen/Core>
 
 #include "../core/config.hpp"
+#include "../core/detail_products.hpp"
 #include "../core/exp_kernels.hpp"
 #include "../core/parallel.hpp"
 #include "detail_linear_blocks.hpp"
@@ -55,19 +56,44 @@ Scalar causal_shifts(Index n, Scalar B, bool any_key, BlockBuffers<Scalar>& buf)
   return M;
 }
 
-/// out = lower(X Yᵀ) ⊙ E (n × n), E = buf.e; only the lower triangle is computed.
-template <typename Scalar, typename DX, typename DY>
-void lower_product_times_e(Index n, const Eigen::MatrixBase<DX>& X, const Eigen::MatrixBase<DY>& Y,
+/// out = lower(X Yᵀ) ⊙ E (n × n, zero above the diagonal), E = buf.e; X and Y have n rows.
+template <typename Scalar>
+void lower_product_times_e(Index n, const Matrix<Scalar>& X, const Matrix<Scalar>& Y,
                            const BlockBuffers<Scalar>& buf, Matrix<Scalar>& out) {
   out.resize(n, n);
-  out.template triangularView<Eigen::Lower>() = X * Y.transpose();
-  for (Index j = 0; j < n; ++j) out.col(j).tail(n - j).array() *= buf.e.col(j).tail(n - j).array();
+  // Yᵀ read in place; the whole square (the kernel's rate outweighs the upper half's FLOPs).
+  direct_product_transposed(X.data(), n, n, X.cols(), Y.data(), n, n, out.data(), n,
+                            ProductInit::zero);
+  for (Index j = 0; j < n; ++j) {
+    out.col(j).head(j).setZero();
+    out.col(j).tail(n - j).array() *= buf.e.col(j).tail(n - j).array();
+  }
+}
+
+/// out = (lower(X Yᵀ) ⊙ E)ᵀ = upper(Y Xᵀ) ⊙ Eᵀ (n × n, zero below the diagonal): the transpose
+/// of lower_product_times_e, computed as such so that products with it read it in place.
+template <typename Scalar>
+void upper_product_times_e_transposed(Index n, const Matrix<Scalar>& X, const Matrix<Scalar>& Y,
+                                      const BlockBuffers<Scalar>& buf, Matrix<Scalar>& out) {
+  out.resize(n, n);
+  direct_product_transposed(Y.data(), n, n, Y.cols(), X.data(), n, n, out.data(), n,
+                            ProductInit::zero);
+  for (Index j = 0; j < n; ++j) {
+    for (Index i = 0; i <= j; ++i) out(i, j) *= buf.e(j, i);
+    out.col(j).tail(n - j - 1).setZero();
+  }
 }
 
 /// buf.a = lower((Φ_Q Φ_Kᵀ) ⊙ E).
 template <typename Scalar>
 void intra_block_weights(Index n, BlockBuffers<Scalar>& buf) {
   lower_product_times_e(n, buf.phi_q, buf.phi_k, buf, buf.a);
+}
+
+/// buf.a = lower((Φ_Q Φ_Kᵀ) ⊙ E)ᵀ.
+template <typename Scalar>
+void intra_block_weights_transposed(Index n, BlockBuffers<Scalar>& buf) {
+  upper_product_times_e_transposed(n, buf.phi_q, buf.phi_k, buf, buf.a);
 }
 
 /// Exchanges a block's features and key shifts between the block buffers and a kept block.
@@ -106,12 +132,16 @@ typename Map::Scalar causal_block(const LinearBlocks<Map>& ops,
                                   KeptBlock<typename Map::Scalar>* kept) {
   *any_key = block_features(ops, tk, r0, n, buf, kept);
   const auto after = causal_shifts(n, st.shift, *any_key, buf);
-  buf.numden.noalias() = buf.phi_q * st.sz;
+  const Index cols = plan.dims.dv + 1;
+  buf.numden.resize(n, cols);
+  direct_product(buf.phi_q.data(), n, n, plan.D, st.sz.data(), plan.D, cols, buf.numden.data(), n,
+                 ProductInit::zero);
   buf.numden.array().colwise() *= buf.rfac.array();
   if (*any_key) {
     ops.load_values(tk, r0, n, plan.dims.dv, buf);
     intra_block_weights(n, buf);
-    buf.numden.noalias() += buf.a.template triangularView<Eigen::Lower>() * buf.vx;
+    direct_product(buf.a.data(), n, n, n, buf.vx.data(), n, cols, buf.numden.data(), n,
+                   ProductInit::accumulate);
   }
   return after;
 }

@@ -32,6 +32,12 @@ void weighted_value_gradients(Index n, BlockBuffers<Scalar>& buf) {
   lower_product_times_e(n, buf.gx, buf.vx, buf, buf.w);
 }
 
+/// buf.w = (lower([dnum, dden] [V, 1]ᵀ) ⊙ E)ᵀ.
+template <typename Scalar>
+void weighted_value_gradients_transposed(Index n, BlockBuffers<Scalar>& buf) {
+  upper_product_times_e_transposed(n, buf.gx, buf.vx, buf, buf.w);
+}
+
 /// Moves acc (at shift ref, the state after this block) to the shift B entering the block and
 /// adds the block's queries: acc ← e^{B − ref} acc + Φ_Qᵀ diag(r) [dnum, dden]; ref ← B.
 template <typename Scalar>
@@ -126,21 +132,28 @@ void key_gradients(const LinearBlocks<Map>& ops, const LinearTask<typename Map::
                    BlockBuffers<typename Map::Scalar>& buf, LinearScratch<typename Map::Scalar>& sc,
                    DK& dK, DV& dV) {
   const Index dv = plan.dims.dv;
+  const Index D = plan.D;
   ops.load_values(tk, r0, n, dv, buf);
   if (has) {
     key_factors(n, after, buf);
     buf.scaled = buf.vx.array().colwise() * buf.factor.array();
-    buf.dphi.noalias() = buf.scaled * acc.transpose();
-    dV.noalias() = buf.phi_k * acc.leftCols(dv);
+    buf.dphi.resize(n, D);
+    direct_product_transposed(buf.scaled.data(), n, n, dv + 1, acc.data(), D, D, buf.dphi.data(),
+                              n, ProductInit::zero);
+    direct_product(buf.phi_k.data(), n, n, D, acc.data(), D, dv, dV.data(), dV.outerStride(),
+                   ProductInit::zero);
     dV.array().colwise() *= buf.factor.array();
   } else {
-    buf.dphi.setZero(n, plan.D);
+    buf.dphi.setZero(n, D);
     dV.setZero();
   }
-  weighted_value_gradients(n, buf);
-  buf.dphi.noalias() += buf.w.template triangularView<Eigen::Lower>().transpose() * buf.phi_q;
-  intra_block_weights(n, buf);
-  dV.noalias() += buf.a.template triangularView<Eigen::Lower>().transpose() * buf.gx.leftCols(dv);
+  // The transposed weights, so that the products read them in place.
+  weighted_value_gradients_transposed(n, buf);
+  direct_product(buf.w.data(), n, n, n, buf.phi_q.data(), n, D, buf.dphi.data(), n,
+                 ProductInit::accumulate);
+  intra_block_weights_transposed(n, buf);
+  direct_product(buf.a.data(), n, n, n, buf.gx.data(), n, dv, dV.data(), dV.outerStride(),
+                 ProductInit::accumulate);
   ops.zero_padded_rows(tk, r0, buf.dphi);
   ops.zero_padded_rows(tk, r0, dV);
   ops.map_backward(tk, tk.k.middleRows(r0, n), buf.phi_k, buf, sc, dK);
@@ -168,10 +181,14 @@ void causal_backward_task(const LinearBlocks<Map>& ops, const LinearTask<typenam
                  rfac.segment(r0, n) = buf.rfac;
                  ops.output_gradients(views.G.middleRows(r0, n), views.out.middleRows(r0, n), buf);
                  buf.scaled = buf.gx.array().colwise() * buf.rfac.array();
-                 buf.dphi.noalias() = buf.scaled * st.sz.transpose();
+                 buf.dphi.resize(n, plan.D);
+                 direct_product_transposed(buf.scaled.data(), n, n, plan.dims.dv + 1,
+                                           st.sz.data(), plan.D, plan.D, buf.dphi.data(), n,
+                                           ProductInit::zero);
                  if (any_key) {
                    weighted_value_gradients(n, buf);
-                   buf.dphi.noalias() += buf.w.template triangularView<Eigen::Lower>() * buf.phi_k;
+                   direct_product(buf.w.data(), n, n, n, buf.phi_k.data(), n, plan.D,
+                                  buf.dphi.data(), n, ProductInit::accumulate);
                  }
                  ops.map_backward(tk, tk.q.middleRows(r0, n), buf.phi_q, buf, sc,
                                   views.dQ.middleRows(r0, n));

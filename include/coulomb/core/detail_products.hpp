@@ -52,11 +52,16 @@ struct ProductTraits {
   static constexpr Index kc = 256;
 };
 
+/// Layout value NR of the small operand B read in place, column-major: B(p, c) = bp[p + c·ldb].
+inline constexpr int column_major_b = 0;
+/// Layout value NR of the small operand B read in place, row-major: B(p, c) = bp[p·ldb + c].
+inline constexpr int row_major_b = -1;
+
 /// One tile of C = init + A B: MR packets of rows, NC columns. `a` points at the tile's first
 /// row of A (column stride lda), `bp` at the packed depth block of B for these columns
-/// (bp[p·NR + c] = B(p, c), NR the width of a packed column block, NC <= NR) or, for NR = 0,
-/// at B(0, 0) of a column-major B read in place (bp[p + c·ldb]); `c` at the tile's first
-/// entry of C (column stride ldc).
+/// (bp[p·NR + c] = B(p, c), NR the width of a packed column block, NC <= NR) or, for
+/// NR = column_major_b or row_major_b, at B(0, c0) of a B read in place (leading dimension
+/// ldb); `c` at the tile's first entry of C (column stride ldc).
 template <int MR, int NC, int NR, typename Scalar>
 inline void product_tile(const Scalar* a, Index lda, const Scalar* bp, Index ldb, Index k,
                          Scalar* c, Index ldc, ProductInit init, const Scalar* bias) {
@@ -75,7 +80,9 @@ inline void product_tile(const Scalar* a, Index lda, const Scalar* bp, Index ldb
     Packet x[MR];
     for (int i = 0; i < MR; ++i) x[i] = ei::ploadu<Packet>(a + p * lda + i * P);
     for (int j = 0; j < NC; ++j) {
-      const Packet w = ei::pset1<Packet>(NR > 0 ? bp[p * NR + j] : bp[p + j * ldb]);
+      const Packet w = ei::pset1<Packet>(NR > 0                 ? bp[p * NR + j]
+                                         : NR == column_major_b ? bp[p + j * ldb]
+                                                                : bp[p * ldb + j]);
       for (int i = 0; i < MR; ++i) acc[i][j] = ei::pmadd(x[i], w, acc[i][j]);
     }
   }
@@ -95,18 +102,29 @@ inline void product_tile_rest(int rest, const Scalar* a, Index lda, const Scalar
   }
 }
 
+/// How the small operand B of a product is stored.
+enum class OperandLayout {
+  packed,        ///< by pack_small_operand (column blocks of nr, depth-major inside)
+  column_major,  ///< in place, B(p, c) = b[p + c·ldb]
+  row_major      ///< in place, B(p, c) = b[p·ldb + c] (the transpose of a column-major matrix)
+};
+
 /// The tiles of MR packets of rows over every column block of C, for one depth block.
 /// `bpack` holds the depth block of B packed by column blocks (nr columns each, the last one
-/// padded with zeros), column block jb at bpack + jb·k·nr; or, with Packed = false, is a
-/// column-major B read in place (column stride ldb).
-template <int MR, bool Packed = true, typename Scalar>
+/// padded with zeros), column block jb at bpack + jb·k·nr; or is B read in place with leading
+/// dimension ldb (OperandLayout).
+template <int MR, OperandLayout BL = OperandLayout::packed, typename Scalar>
 inline void product_row_block(const Scalar* a, Index lda, const Scalar* bpack, Index ldb, Index k,
                               Index m, Scalar* c, Index ldc, ProductInit init, const Scalar* bias) {
   constexpr int NR = ProductTraits<Scalar>::nr;
-  constexpr int Layout = Packed ? NR : 0;
+  constexpr int Layout = BL == OperandLayout::packed         ? NR
+                         : BL == OperandLayout::column_major ? column_major_b
+                                                             : row_major_b;
   const bool has_bias = init == ProductInit::bias;
-  // From one column of B to the next: k floats packed, ldb in place.
-  const Index block_stride = Packed ? k : ldb;
+  // From one column of B to the next: k floats packed, ldb column-major, 1 row-major.
+  const Index block_stride = BL == OperandLayout::packed         ? k
+                             : BL == OperandLayout::column_major ? ldb
+                                                                 : Index{1};
   Index j = 0;
   for (; j + NR <= m; j += NR)
     product_tile<MR, NR, Layout>(a, lda, bpack + j * block_stride, ldb, k, c + j * ldc, ldc, init,
@@ -144,19 +162,19 @@ constexpr Index packed_operand_size(Index k, Index m) {
 /// stride ldb). The rows go in tiles of mr, then 2 and 1 packets; the rows past the
 /// last whole packet are copied to buffers of one packet (zero-padded), so every entry goes
 /// through the same chain of pmadds.
-template <bool Packed, typename Scalar>
+template <OperandLayout BL, typename Scalar>
 void rows_product(const Scalar* a, Index lda, Index n, Index k, const Scalar* b, Index ldb, Index m,
                   Scalar* c, Index ldc, ProductInit init, const Scalar* bias) {
   using T = ProductTraits<Scalar>;
   constexpr int P = T::packet;
   Index r = 0;
   for (; r + T::mr * P <= n; r += T::mr * P)
-    product_row_block<T::mr, Packed>(a + r, lda, b, ldb, k, m, c + r, ldc, init, bias);
+    product_row_block<T::mr, BL>(a + r, lda, b, ldb, k, m, c + r, ldc, init, bias);
   if constexpr (T::mr > 2)
     for (; r + 2 * P <= n; r += 2 * P)
-      product_row_block<2, Packed>(a + r, lda, b, ldb, k, m, c + r, ldc, init, bias);
+      product_row_block<2, BL>(a + r, lda, b, ldb, k, m, c + r, ldc, init, bias);
   for (; r + P <= n; r += P)
-    product_row_block<1, Packed>(a + r, lda, b, ldb, k, m, c + r, ldc, init, bias);
+    product_row_block<1, BL>(a + r, lda, b, ldb, k, m, c + r, ldc, init, bias);
   const Index rest = n - r;
   if (rest == 0) return;
   static thread_local std::vector<Scalar> a_rows, c_rows;  // reused across calls
@@ -167,7 +185,7 @@ void rows_product(const Scalar* a, Index lda, Index n, Index k, const Scalar* b,
   if (init == ProductInit::accumulate)
     for (Index j = 0; j < m; ++j)
       std::memcpy(c_rows.data() + j * P, c + r + j * ldc, sizeof(Scalar) * rest);
-  product_row_block<1, Packed>(a_rows.data(), Index{P}, b, ldb, k, m, c_rows.data(), Index{P}, init,
+  product_row_block<1, BL>(a_rows.data(), Index{P}, b, ldb, k, m, c_rows.data(), Index{P}, init,
                                bias);
   for (Index j = 0; j < m; ++j)
     std::memcpy(c + r + j * ldc, c_rows.data() + j * P, sizeof(Scalar) * rest);
@@ -178,15 +196,26 @@ void rows_product(const Scalar* a, Index lda, Index n, Index k, const Scalar* b,
 template <typename Scalar>
 void packed_product(const Scalar* a, Index lda, Index n, Index k, const Scalar* bpack, Index m,
                     Scalar* c, Index ldc, ProductInit init, const Scalar* bias) {
-  rows_product<true>(a, lda, n, k, bpack, Index{0}, m, c, ldc, init, bias);
+  rows_product<OperandLayout::packed>(a, lda, n, k, bpack, Index{0}, m, c, ldc, init, bias);
 }
 
 /// C = init + A B with a column-major B (k × m, column stride ldb) read in place: for a B
-/// that is as large as A (a long depth), where packing it would cost as much as the product.
+/// that is as large as A (a long depth), or that changes from one product to the next, where
+/// packing it would cost as much as the product.
 template <typename Scalar>
 void direct_product(const Scalar* a, Index lda, Index n, Index k, const Scalar* b, Index ldb,
                     Index m, Scalar* c, Index ldc, ProductInit init) {
-  rows_product<false>(a, lda, n, k, b, ldb, m, c, ldc, init, static_cast<const Scalar*>(nullptr));
+  rows_product<OperandLayout::column_major>(a, lda, n, k, b, ldb, m, c, ldc, init,
+                                            static_cast<const Scalar*>(nullptr));
+}
+
+/// C = init + A B with a row-major B (B(p, j) = b[p·ldb + j]: the transpose Yᵀ of a
+/// column-major Y with column stride ldb) read in place.
+template <typename Scalar>
+void direct_product_transposed(const Scalar* a, Index lda, Index n, Index k, const Scalar* b,
+                               Index ldb, Index m, Scalar* c, Index ldc, ProductInit init) {
+  rows_product<OperandLayout::row_major>(a, lda, n, k, b, ldb, m, c, ldc, init,
+                                         static_cast<const Scalar*>(nullptr));
 }
 
 /// A pointer to X and its column stride for the product kernels: X in place when it is stored
