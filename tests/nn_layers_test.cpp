@@ -178,9 +178,11 @@ TEST_CASE("NnLinear_ProductsAreOneChainPerEntry", "[nn][layers]") {
   check_linear_chains<double>(rng);
 }
 
-// The product with B read in place (the fused head's dW += Xᵀ dZ) and with B packed ahead
-// (its products with W): the same single chain per entry, from the old entry or the bias. The
-// rows cover tiles of 3, 2 and 1 packets and fewer than a packet, for float and double.
+// The product with B read in place, column-major (the fused head's dW += Xᵀ dZ) or row-major
+// (attention's products with the key sums), with B packed ahead (the products with W), and the
+// sum over rows Aᵀ B with A transposed in panels: the same single chain per entry, from the old
+// entry, zero or the bias. The rows cover tiles of 3, 2 and 1 packets and fewer than a packet,
+// depths of one and two blocks, for float and double.
 template <typename Scalar>
 void check_direct_and_packed_chains(coulomb::Rng& rng) {
   using M = Mat<Scalar>;
@@ -204,19 +206,32 @@ void check_direct_and_packed_chains(coulomb::Rng& rng) {
     M packed(s.rows, s.cols);
     cd::packed_product(A.data(), s.rows, s.rows, s.depth, pack.data(), s.cols, packed.data(),
                        s.rows, cd::ProductInit::bias, bias.data());
+    // B read in place as the transpose of Bt; A B as a sum over the rows of At = Aᵀ.
+    const M Bt = B.transpose();
+    const M At = A.transpose();
+    M transposed(s.rows, s.cols);
+    cd::direct_product_transposed(A.data(), s.rows, s.rows, s.depth, Bt.data(), s.cols, s.cols,
+                                  transposed.data(), s.rows, cd::ProductInit::zero);
+    M inner = start;
+    cd::inner_product(At.data(), s.depth, B.data(), s.depth, s.depth, s.rows, s.cols, inner.data(),
+                      s.rows, cd::ProductInit::accumulate);
     // Entry (r, j) of init + A B as one chain of chain_steps over the depth.
     const auto chain = [&](Scalar init, Index r, Index j) {
       for (Index p = 0; p < s.depth; ++p) init = chain_step(A(r, p), B(p, j), init);
       return init;
     };
-    Index wrong_direct = 0, wrong_packed = 0;
+    Index wrong_direct = 0, wrong_packed = 0, wrong_transposed = 0, wrong_inner = 0;
     for (Index r = 0; r < s.rows; ++r)
       for (Index j = 0; j < s.cols; ++j) {
         wrong_direct += direct(r, j) == chain(start(r, j), r, j) ? 0 : 1;
         wrong_packed += packed(r, j) == chain(bias(j, 0), r, j) ? 0 : 1;
+        wrong_transposed += transposed(r, j) == chain(Scalar(0), r, j) ? 0 : 1;
+        wrong_inner += inner(r, j) == chain(start(r, j), r, j) ? 0 : 1;
       }
     CHECK(wrong_direct == 0);
     CHECK(wrong_packed == 0);
+    CHECK(wrong_transposed == 0);
+    CHECK(wrong_inner == 0);
   }
 }
 

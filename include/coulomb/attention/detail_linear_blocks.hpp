@@ -17,6 +17,7 @@
 
 #include "../core/check.hpp"
 #include "../core/config.hpp"
+#include "../core/detail_products.hpp"
 #include "../core/error.hpp"
 #include "../core/parallel.hpp"
 #include "../features/feature_map.hpp"
@@ -318,7 +319,9 @@ class LinearBlocks {
       if (b == neg_inf) return;
       load_values(tk, r0, n, plan.dims.dv, buf);
       const Scalar alpha = st.absorb(b);
-      st.sz.noalias() += alpha * buf.phi_k.transpose() * buf.vx;
+      if (alpha != Scalar(1)) buf.vx *= alpha;
+      inner_product(buf.phi_k.data(), n, buf.vx.data(), n, n, plan.D, plan.dims.dv + 1,
+                    st.sz.data(), plan.D, ProductInit::accumulate);
       if (kept) buf.phi_k.swap(kept[c].phi_k);
     });
   }

@@ -164,7 +164,8 @@ void causal_update_state(Index n, Scalar after, BlockBuffers<Scalar>& buf, KeySt
   key_factors(n, after, buf);
   if (st.shift != neg_inf && st.shift != after) st.sz *= std::exp(st.shift - after);
   buf.scaled = buf.vx.array().colwise() * buf.factor.array();
-  st.sz.noalias() += buf.phi_k.transpose() * buf.scaled;
+  inner_product(buf.phi_k.data(), n, buf.scaled.data(), n, n, st.sz.rows(), st.sz.cols(),
+                st.sz.data(), st.sz.rows(), ProductInit::accumulate);
   st.shift = after;
 }
 

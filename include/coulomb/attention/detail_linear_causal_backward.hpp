@@ -44,14 +44,18 @@ template <typename Scalar>
 void accumulate_state_gradient(BlockBuffers<Scalar>& buf, Scalar B, Matrix<Scalar>& acc,
                                Scalar& ref, bool& has) {
   buf.scaled = buf.gx.array().colwise() * buf.rfac.array();
+  const Index n = buf.phi_q.rows();
+  ProductInit init = ProductInit::accumulate;
   if (has) {
     const Scalar f = exp_difference(B, ref);
     if (f != Scalar(1)) acc *= f;
-    acc.noalias() += buf.phi_q.transpose() * buf.scaled;
   } else {
-    acc.noalias() = buf.phi_q.transpose() * buf.scaled;
+    acc.resize(buf.phi_q.cols(), buf.scaled.cols());
+    init = ProductInit::zero;
     has = true;
   }
+  inner_product(buf.phi_q.data(), n, buf.scaled.data(), n, n, acc.rows(), acc.cols(), acc.data(),
+                acc.rows(), init);
   ref = B;
 }
 

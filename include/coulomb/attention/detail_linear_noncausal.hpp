@@ -101,7 +101,8 @@ void noncausal_backward_task(const LinearBlocks<Map>& ops,
                                           buf);
                      buf.dphi.resize(n, plan.D);
                      packs.sz_t.product(buf.gx, buf.dphi);
-                     dsz.noalias() += buf.phi_q.transpose() * buf.gx;
+                     inner_product(buf.phi_q.data(), n, buf.gx.data(), n, n, plan.D, dv + 1,
+                                   dsz.data(), plan.D, ProductInit::accumulate);
                      ops.map_backward(tk, tk.q.middleRows(r0, n), buf.phi_q, buf, sc,
                                       views.dQ.middleRows(r0, n));
                      if (kept) buf.phi_q.swap(kept[c].phi_q);

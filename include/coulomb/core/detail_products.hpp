@@ -2,8 +2,9 @@
 /// @file core/detail_products.hpp
 /// @brief Internal: the product of a tall matrix and a small one on Eigen's SIMD packets, for
 /// nn::Linear (Y = X W + 1 bᵀ, dX = dY Wᵀ), the feature maps (Z = X Ωᵀ, dX = ∂L/∂Z Ω) and
-/// linear attention (Φ(Q) S, gradients through the key sums); the weight gradient Xᵀ dY is
-/// Eigen's GEMM in blocks of rows. Documented in docs/model.md ("The products of Linear").
+/// linear attention (Φ(Q) S, gradients through the key sums), and the sums over rows Aᵀ B
+/// (weight gradients Xᵀ dY, key sums Φ(K)ᵀ [V, 1], ∂L/∂Ω). Documented in docs/model.md ("The
+/// products of Linear") and docs/attention.md ("Product kernels").
 ///
 /// Why not Eigen's GEMM: it copies ("packs") every panel of the tall operand and zero-fills the
 /// destination of `=` first. Here the tall operand's contiguous columns are read in place: a
@@ -305,17 +306,86 @@ void tall_small_product(const Scalar* a, Index lda, Index n, Index k, const Scal
   }
 }
 
-/// Rows per block of add_tall_inner_product.
-inline constexpr Index inner_product_block_rows = 2048;
+/// panel[p · wp + r] = A(p, r) for p < k, r < w, and 0 for w <= r < wp: a depth block of w
+/// columns of a column-major A (column stride lda) transposed, wp a multiple of the packet.
+/// Whole packet × packet squares go through Eigen's in-register transpose.
+template <typename Scalar>
+void pack_transposed_panel(const Scalar* a, Index lda, Index k, Index w, Index wp, Scalar* panel) {
+  namespace ei = Eigen::internal;
+  using Packet = typename ProductTraits<Scalar>::Packet;
+  constexpr int P = ProductTraits<Scalar>::packet;
+  Index p = 0;
+  if constexpr (P > 1) {
+    const Index whole = w / P * P;
+    for (; p + P <= k; p += P) {
+      for (Index r = 0; r < whole; r += P) {
+        ei::PacketBlock<Packet, P> square;
+        for (int q = 0; q < P; ++q) square.packet[q] = ei::ploadu<Packet>(a + p + (r + q) * lda);
+        ei::ptranspose(square);
+        for (int q = 0; q < P; ++q) ei::pstoreu(panel + (p + q) * wp + r, square.packet[q]);
+      }
+      for (Index q = 0; q < P; ++q)
+        for (Index r = whole; r < wp; ++r)
+          panel[(p + q) * wp + r] = r < w ? a[p + q + r * lda] : Scalar(0);
+    }
+  }
+  for (; p < k; ++p)
+    for (Index r = 0; r < wp; ++r) panel[p * wp + r] = r < w ? a[p + r * lda] : Scalar(0);
+}
 
-/// out += A[r0 : r0 + n]ᵀ B[r0 : r0 + n] (nn::Linear's ∂L/∂W += Xᵀ dY) by Eigen's GEMM, in
-/// blocks of inner_product_block_rows rows added in order: a guard against the cache-set
-/// conflicts of a long product with a power-of-two column stride (docs/benchmarks.md).
-template <typename A, typename B, typename Out>
-void add_tall_inner_product(const A& a, const B& b, Index r0, Index n, Out& out) {
-  for (Index i = 0; i < n; i += inner_product_block_rows) {
-    const Index rows = std::min(inner_product_block_rows, n - i);
-    out.noalias() += a.middleRows(r0 + i, rows).transpose() * b.middleRows(r0 + i, rows);
+/// C = init + Aᵀ B for A (n × M) and B (n × N), both column-major (column strides lda, ldb),
+/// C M × N (column stride ldc): a sum over n rows, such as the key sums Φ_Kᵀ [V, 1] or a
+/// gradient Xᵀ ∂L/∂Z. Panels of up to mr packets of A's columns are transposed into a buffer,
+/// kc rows at a time, and go through the tiles of rows_product with B read in place; every entry
+/// is one chain of pmadds over the n rows in order, from its initial value.
+template <typename Scalar>
+void inner_product(const Scalar* a, Index lda, const Scalar* b, Index ldb, Index n, Index M,
+                   Index N, Scalar* c, Index ldc, ProductInit init) {
+  using T = ProductTraits<Scalar>;
+  constexpr int P = T::packet;
+  constexpr Index W = T::mr * P;  // columns of A per panel
+  if (M <= 0 || N <= 0) return;
+  if (n <= 0) {
+    if (init != ProductInit::accumulate)
+      for (Index j = 0; j < N; ++j) std::fill_n(c + j * ldc, M, Scalar(0));
+    return;
+  }
+  static thread_local std::vector<Scalar> panel, c_rows;  // reused across calls
+  panel.resize(static_cast<std::size_t>(W * std::min(n, T::kc)));
+  for (Index i0 = 0; i0 < M; i0 += W) {
+    const Index w = std::min(W, M - i0);
+    const Index wp = (w + P - 1) / P * P;
+    // Rows of C past the last whole packet go through a buffer of wp rows.
+    const bool in_place = w == wp;
+    Scalar* dst = c + i0;
+    Index ldd = ldc;
+    if (!in_place) {
+      c_rows.assign(static_cast<std::size_t>(wp * N), Scalar(0));
+      if (init == ProductInit::accumulate)
+        for (Index j = 0; j < N; ++j)
+          std::memcpy(c_rows.data() + j * wp, c + i0 + j * ldc, sizeof(Scalar) * w);
+      dst = c_rows.data();
+      ldd = wp;
+    }
+    for (Index p0 = 0; p0 < n; p0 += T::kc) {
+      const Index kb = std::min(T::kc, n - p0);
+      pack_transposed_panel(a + p0 + i0 * lda, lda, kb, w, wp, panel.data());
+      // Later depth blocks continue the chains from the entries the earlier ones stored.
+      const ProductInit step = p0 == 0 ? init : ProductInit::accumulate;
+      const Scalar* bias = nullptr;
+      if (wp == 3 * P)
+        product_row_block<3, OperandLayout::column_major>(panel.data(), wp, b + p0, ldb, kb, N, dst,
+                                                          ldd, step, bias);
+      else if (wp == 2 * P)
+        product_row_block<2, OperandLayout::column_major>(panel.data(), wp, b + p0, ldb, kb, N, dst,
+                                                          ldd, step, bias);
+      else
+        product_row_block<1, OperandLayout::column_major>(panel.data(), wp, b + p0, ldb, kb, N, dst,
+                                                          ldd, step, bias);
+    }
+    if (!in_place)
+      for (Index j = 0; j < N; ++j)
+        std::memcpy(c + i0 + j * ldc, c_rows.data() + j * wp, sizeof(Scalar) * w);
   }
 }
 

@@ -318,7 +318,15 @@ class FeatureMapBase {
       omega_packed_.product(workspace.dZ, *dX);
       derived().input_correction(X, Phi, dPhi, *dX);
     }
-    if (dOmega != nullptr) dOmega->noalias() = workspace.dZ.transpose() * X;
+    if (dOmega != nullptr) {
+      // ∂L/∂Ω = ∂L/∂Zᵀ X, a sum over the rows.
+      static thread_local MatrixType copy;  // for an X not stored column-major (s·X)
+      const auto [x, ldx] = detail::column_major_operand<Scalar>(X, copy);
+      dOmega->resize(num_particles(), input_dim());
+      detail::inner_product(workspace.dZ.data(), workspace.dZ.rows(), x, ldx, X.rows(),
+                            num_particles(), input_dim(), dOmega->data(), num_particles(),
+                            detail::ProductInit::zero);
+    }
     if (dX != nullptr) check_gradient(X, dPhi, *dX, "dX", function);
     if (dOmega != nullptr) check_gradient(X, dPhi, *dOmega, "dOmega", function);
   }

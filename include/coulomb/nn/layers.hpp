@@ -177,6 +177,13 @@ class Linear : public detail::LayerTypes<Scalar> {
     input_gradient(dY, dX, detail::ProductInit::accumulate);
   }
 
+  /// out += X[r0 : r0 + n]ᵀ dY[r0 : r0 + n] by the inner-product kernel (core/detail_products.hpp).
+  static void add_weight_gradient(const ConstMatrixRef<Scalar>& X, const ConstMatrixRef<Scalar>& dY,
+                                  Index r0, Index n, Matrix<Scalar>& out) {
+    detail::inner_product(X.data() + r0, X.outerStride(), dY.data() + r0, dY.outerStride(), n,
+                          X.cols(), dY.cols(), out.data(), out.rows(), detail::ProductInit::accumulate);
+  }
+
   /// Only the parameter gradients: ∂L/∂W += Xᵀ dY, ∂L/∂b += dYᵀ 1.
   void backward_params(const ConstMatrixRef<Scalar>& X, const ConstMatrixRef<Scalar>& dY) {
     const char* where = "coulomb::nn::Linear::backward";
@@ -184,14 +191,14 @@ class Linear : public detail::LayerTypes<Scalar> {
     detail::require_shape(dY, X.rows(), output_dim(), where, "dY");
     const int T = split_threads(X.rows());
     if (T == 1) {
-      detail::add_tall_inner_product(X, dY, Index(0), X.rows(), dw_);
+      add_weight_gradient(X, dY, Index(0), X.rows(), dw_);
     } else {
       if (partial_.size() < static_cast<std::size_t>(T))
         partial_.resize(static_cast<std::size_t>(T));
       for_row_ranges(X.rows(), [&](Index r0, Index n, int i) {
         Matrix<Scalar>& part = partial_[static_cast<std::size_t>(i)];
         part.setZero(input_dim(), output_dim());
-        detail::add_tall_inner_product(X, dY, r0, n, part);
+        add_weight_gradient(X, dY, r0, n, part);
       });
       for (int i = 0; i < T; ++i) dw_ += partial_[static_cast<std::size_t>(i)];
     }
