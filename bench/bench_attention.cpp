@@ -76,8 +76,9 @@ double softmax_flops(Index L, Index heads, bool backward) {
          static_cast<double>(heads);
 }
 
-// Arguments: L, heads, threads.
-template <bool Backward, bool Causal>
+// Arguments: L, heads, threads. Keep: AttentionOptions::keep_features, as the models that
+// train set it (the backward reuses the forward's features instead of mapping again).
+template <bool Backward, bool Causal, bool Keep = false>
 void BM_Linear(benchmark::State& state) {
   const Index L = state.range(0), H = state.range(1);
   const int T = static_cast<int>(state.range(2));
@@ -88,6 +89,7 @@ void BM_Linear(benchmark::State& state) {
   opt.num_heads = H;
   opt.causal = Causal;
   opt.num_threads = T;
+  opt.keep_features = Keep;
   const coulomb::LinearAttention<Map> attn(Map(d_head, num_features, rng), opt);
   coulomb::LinearAttention<Map>::Workspace ws;
   Mat out;
@@ -256,6 +258,10 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("Linear/forward_backward", BM_Linear<true, false>)->Apply(shapes);
   benchmark::RegisterBenchmark("LinearCausal/forward", BM_Linear<false, true>)->Apply(shapes);
   benchmark::RegisterBenchmark("LinearCausal/forward_backward", BM_Linear<true, true>)
+      ->Apply(shapes);
+  benchmark::RegisterBenchmark("Linear/forward_backward_kept", BM_Linear<true, false, true>)
+      ->Apply(shapes);
+  benchmark::RegisterBenchmark("LinearCausal/forward_backward_kept", BM_Linear<true, true, true>)
       ->Apply(shapes);
   benchmark::RegisterBenchmark("Softmax/forward", BM_Softmax<false, false>)->Apply(shapes);
   benchmark::RegisterBenchmark("Softmax/forward_backward", BM_Softmax<true, false>)->Apply(shapes);

@@ -319,7 +319,14 @@ void pack_transposed_panel(const Scalar* a, Index lda, Index k, Index w, Index w
     const Index whole = w / P * P;
     for (; p + P <= k; p += P) {
       for (Index r = 0; r < whole; r += P) {
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"  // a SIMD type as template argument
+#endif
         ei::PacketBlock<Packet, P> square;
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
         for (int q = 0; q < P; ++q) square.packet[q] = ei::ploadu<Packet>(a + p + (r + q) * lda);
         ei::ptranspose(square);
         for (int q = 0; q < P; ++q) ei::pstoreu(panel + (p + q) * wp + r, square.packet[q]);
