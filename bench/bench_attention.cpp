@@ -29,6 +29,7 @@
 #include <coulomb/coulomb.hpp>
 
 #include "bench_common.hpp"
+#include "peak_kernels.hpp"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -252,6 +253,10 @@ int main(int argc, char** argv) {
       return peak_memory(mode == "causal", L);
     }
   }
+  // The core's FMA peak, so that with --benchmark_enable_random_interleaving every row and the
+  // peak are measured side by side.
+  benchmark::RegisterBenchmark("Peak/fma_fp32_avx512", coulomb_bench::BM_PeakFmaFp32Avx512)
+      ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("EigenGemm/forward", BM_EigenGemm<false>)->Apply(shapes);
   benchmark::RegisterBenchmark("EigenGemm/forward_backward", BM_EigenGemm<true>)->Apply(shapes);
   benchmark::RegisterBenchmark("Linear/forward", BM_Linear<false, false>)->Apply(shapes);

@@ -39,8 +39,8 @@
 //                              on every call, X converted per block of rows, VDPBF16PS);
 //   Product/input_grad/coulomb dX = dY Wᵀ as Linear::backward computes it;
 //   Product/input_grad/eigen   dX = dY Wᵀ with Eigen;
-//   Product/weight_grad/blocks ∂L/∂W += Xᵀ dY as Linear computes it (Eigen, 2,048-row blocks);
-//   Product/weight_grad/whole  the same as one Eigen product over all 8,192 rows.
+//   Product/weight_grad/coulomb ∂L/∂W += Xᵀ dY as Linear computes it (detail::inner_product);
+//   Product/weight_grad/eigen   the same as one Eigen product over all 8,192 rows.
 //
 // `bench_model --parameters` prints the parameter counts of the three models (compare with the
 // counts torch_train_peer.py prints). Every buffer is reused across iterations: the models,
@@ -255,7 +255,8 @@ void BM_Product(benchmark::State& state) {
       }
     } else {
       if constexpr (Coulomb) {  // what Linear::backward computes for ∂L/∂W
-        coulomb::detail::add_tall_inner_product(X, dY, Index{0}, n, dW);
+        coulomb::detail::inner_product(X.data(), n, dY.data(), n, n, in, out, dW.data(), in,
+                                       coulomb::detail::ProductInit::accumulate);
       } else {
         dW.noalias() += X.transpose() * dY;
       }
@@ -384,9 +385,9 @@ int main(int argc, char** argv) {
       ->Apply(product_shapes);
   benchmark::RegisterBenchmark("Product/input_grad/eigen", BM_Product<Product::input_grad, false>)
       ->Apply(product_shapes);
-  benchmark::RegisterBenchmark("Product/weight_grad/blocks", BM_Product<Product::weight_grad, true>)
+  benchmark::RegisterBenchmark("Product/weight_grad/coulomb", BM_Product<Product::weight_grad, true>)
       ->Apply(product_shapes);
-  benchmark::RegisterBenchmark("Product/weight_grad/whole", BM_Product<Product::weight_grad, false>)
+  benchmark::RegisterBenchmark("Product/weight_grad/eigen", BM_Product<Product::weight_grad, false>)
       ->Apply(product_shapes);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -234,7 +234,7 @@ def print_products(products):
     print("|---|---:|---:|---:|---:|---:|")
     pairs = (("forward", "coulomb", "eigen", "Y = X W + b"),
              ("input_grad", "coulomb", "eigen", "dX = dY Wᵀ"),
-             ("weight_grad", "blocks", "whole", "∂W += Xᵀ dY (Eigen in 2,048-row blocks / whole)"))
+             ("weight_grad", "coulomb", "eigen", "∂W += Xᵀ dY"))
     shapes = sorted({tuple(int(p.split(":")[1]) for p in n.split("/")[3:5])
                      for n in products})
     for kind, ours, ref, label in pairs:
