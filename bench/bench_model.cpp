@@ -385,7 +385,8 @@ int main(int argc, char** argv) {
       ->Apply(product_shapes);
   benchmark::RegisterBenchmark("Product/input_grad/eigen", BM_Product<Product::input_grad, false>)
       ->Apply(product_shapes);
-  benchmark::RegisterBenchmark("Product/weight_grad/coulomb", BM_Product<Product::weight_grad, true>)
+  benchmark::RegisterBenchmark("Product/weight_grad/coulomb",
+                               BM_Product<Product::weight_grad, true>)
       ->Apply(product_shapes);
   benchmark::RegisterBenchmark("Product/weight_grad/eigen", BM_Product<Product::weight_grad, false>)
       ->Apply(product_shapes);

@@ -22,7 +22,8 @@ namespace coulomb_bench {
 // and few enough to stay in registers (32 zmm with AVX-512; 16 ymm with AVX2, two for a and b).
 inline constexpr int kChains = 16;
 inline constexpr int kChainsAvx2 = 12;
-inline constexpr std::int64_t kRounds = 1 << 14;  // iterations of the inner loop per benchmark iteration
+inline constexpr std::int64_t kRounds =
+    1 << 14;  // iterations of the inner loop per benchmark iteration
 
 #ifdef COULOMB_PEAK_X86
 

@@ -56,44 +56,39 @@ Scalar causal_shifts(Index n, Scalar B, bool any_key, BlockBuffers<Scalar>& buf)
   return M;
 }
 
-/// out = lower(X Yᵀ) ⊙ E (n × n, zero above the diagonal), E = buf.e; X and Y have n rows.
-template <typename Scalar>
-void lower_product_times_e(Index n, const Matrix<Scalar>& X, const Matrix<Scalar>& Y,
-                           const BlockBuffers<Scalar>& buf, Matrix<Scalar>& out) {
+/// out = lower(X Yᵀ) ⊙ E (n × n, zero above the diagonal), E = buf.e, X and Y with n rows; or,
+/// when `Transposed`, its transpose upper(Y Xᵀ) ⊙ Eᵀ, computed as such so that products with
+/// it read it in place. Yᵀ (Xᵀ) is read in place, and the whole square is computed: the
+/// kernel's rate outweighs the other triangle's FLOPs.
+template <bool Transposed, typename Scalar>
+void triangle_product_times_e(Index n, const Matrix<Scalar>& X, const Matrix<Scalar>& Y,
+                              const BlockBuffers<Scalar>& buf, Matrix<Scalar>& out) {
+  const Matrix<Scalar>& left = Transposed ? Y : X;
+  const Matrix<Scalar>& right = Transposed ? X : Y;
   out.resize(n, n);
-  // Yᵀ read in place; the whole square (the kernel's rate outweighs the upper half's FLOPs).
-  direct_product_transposed(X.data(), n, n, X.cols(), Y.data(), n, n, out.data(), n,
+  direct_product_transposed(left.data(), n, n, left.cols(), right.data(), n, n, out.data(), n,
                             ProductInit::zero);
   for (Index j = 0; j < n; ++j) {
-    out.col(j).head(j).setZero();
-    out.col(j).tail(n - j).array() *= buf.e.col(j).tail(n - j).array();
-  }
-}
-
-/// out = (lower(X Yᵀ) ⊙ E)ᵀ = upper(Y Xᵀ) ⊙ Eᵀ (n × n, zero below the diagonal): the transpose
-/// of lower_product_times_e, computed as such so that products with it read it in place.
-template <typename Scalar>
-void upper_product_times_e_transposed(Index n, const Matrix<Scalar>& X, const Matrix<Scalar>& Y,
-                                      const BlockBuffers<Scalar>& buf, Matrix<Scalar>& out) {
-  out.resize(n, n);
-  direct_product_transposed(Y.data(), n, n, Y.cols(), X.data(), n, n, out.data(), n,
-                            ProductInit::zero);
-  for (Index j = 0; j < n; ++j) {
-    for (Index i = 0; i <= j; ++i) out(i, j) *= buf.e(j, i);
-    out.col(j).tail(n - j - 1).setZero();
+    if constexpr (Transposed) {
+      for (Index i = 0; i <= j; ++i) out(i, j) *= buf.e(j, i);
+      out.col(j).tail(n - j - 1).setZero();
+    } else {
+      out.col(j).head(j).setZero();
+      out.col(j).tail(n - j).array() *= buf.e.col(j).tail(n - j).array();
+    }
   }
 }
 
 /// buf.a = lower((Φ_Q Φ_Kᵀ) ⊙ E).
 template <typename Scalar>
 void intra_block_weights(Index n, BlockBuffers<Scalar>& buf) {
-  lower_product_times_e(n, buf.phi_q, buf.phi_k, buf, buf.a);
+  triangle_product_times_e<false>(n, buf.phi_q, buf.phi_k, buf, buf.a);
 }
 
 /// buf.a = lower((Φ_Q Φ_Kᵀ) ⊙ E)ᵀ.
 template <typename Scalar>
 void intra_block_weights_transposed(Index n, BlockBuffers<Scalar>& buf) {
-  upper_product_times_e_transposed(n, buf.phi_q, buf.phi_k, buf, buf.a);
+  triangle_product_times_e<true>(n, buf.phi_q, buf.phi_k, buf, buf.a);
 }
 
 /// Exchanges a block's features and key shifts between the block buffers and a kept block.

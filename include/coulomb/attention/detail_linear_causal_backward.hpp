@@ -29,13 +29,13 @@ namespace coulomb::detail {
 /// buf.w = lower([dnum, dden] [V, 1]ᵀ) ⊙ E.
 template <typename Scalar>
 void weighted_value_gradients(Index n, BlockBuffers<Scalar>& buf) {
-  lower_product_times_e(n, buf.gx, buf.vx, buf, buf.w);
+  triangle_product_times_e<false>(n, buf.gx, buf.vx, buf, buf.w);
 }
 
 /// buf.w = (lower([dnum, dden] [V, 1]ᵀ) ⊙ E)ᵀ.
 template <typename Scalar>
 void weighted_value_gradients_transposed(Index n, BlockBuffers<Scalar>& buf) {
-  upper_product_times_e_transposed(n, buf.gx, buf.vx, buf, buf.w);
+  triangle_product_times_e<true>(n, buf.gx, buf.vx, buf, buf.w);
 }
 
 /// Moves acc (at shift ref, the state after this block) to the shift B entering the block and
@@ -142,8 +142,8 @@ void key_gradients(const LinearBlocks<Map>& ops, const LinearTask<typename Map::
     key_factors(n, after, buf);
     buf.scaled = buf.vx.array().colwise() * buf.factor.array();
     buf.dphi.resize(n, D);
-    direct_product_transposed(buf.scaled.data(), n, n, dv + 1, acc.data(), D, D, buf.dphi.data(),
-                              n, ProductInit::zero);
+    direct_product_transposed(buf.scaled.data(), n, n, dv + 1, acc.data(), D, D, buf.dphi.data(), n,
+                              ProductInit::zero);
     direct_product(buf.phi_k.data(), n, n, D, acc.data(), D, dv, dV.data(), dV.outerStride(),
                    ProductInit::zero);
     dV.array().colwise() *= buf.factor.array();
@@ -186,9 +186,8 @@ void causal_backward_task(const LinearBlocks<Map>& ops, const LinearTask<typenam
                  ops.output_gradients(views.G.middleRows(r0, n), views.out.middleRows(r0, n), buf);
                  buf.scaled = buf.gx.array().colwise() * buf.rfac.array();
                  buf.dphi.resize(n, plan.D);
-                 direct_product_transposed(buf.scaled.data(), n, n, plan.dims.dv + 1,
-                                           st.sz.data(), plan.D, plan.D, buf.dphi.data(), n,
-                                           ProductInit::zero);
+                 direct_product_transposed(buf.scaled.data(), n, n, plan.dims.dv + 1, st.sz.data(),
+                                           plan.D, plan.D, buf.dphi.data(), n, ProductInit::zero);
                  if (any_key) {
                    weighted_value_gradients(n, buf);
                    direct_product(buf.w.data(), n, n, n, buf.phi_k.data(), n, plan.D,

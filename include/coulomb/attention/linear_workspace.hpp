@@ -103,9 +103,9 @@ struct KeptBlock {
 /// reads them.
 template <typename Scalar>
 struct TaskPacks {
-  PackedOperand<Scalar> sz;       // Sz (D × (d_v+1)): [num, den] = Φ_Q Sz
-  PackedOperand<Scalar> sz_t;     // Szᵀ: dΦ_Q = gx Szᵀ
-  PackedOperand<Scalar> dsz_t;    // ∂L/∂Szᵀ: dΦ_K = α [V, 1] ∂L/∂Szᵀ
+  PackedOperand<Scalar> sz;     // Sz (D × (d_v+1)): [num, den] = Φ_Q Sz
+  PackedOperand<Scalar> sz_t;   // Szᵀ: dΦ_Q = gx Szᵀ
+  PackedOperand<Scalar> dsz_t;  // ∂L/∂Szᵀ: dΦ_K = α [V, 1] ∂L/∂Szᵀ
   PackedOperand<Scalar> dsz_num;  // ∂L/∂S, the first d_v columns of ∂L/∂Sz: dV = α Φ_K ∂L/∂S
 };
 

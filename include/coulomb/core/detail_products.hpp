@@ -187,7 +187,7 @@ void rows_product(const Scalar* a, Index lda, Index n, Index k, const Scalar* b,
     for (Index j = 0; j < m; ++j)
       std::memcpy(c_rows.data() + j * P, c + r + j * ldc, sizeof(Scalar) * rest);
   product_row_block<1, BL>(a_rows.data(), Index{P}, b, ldb, k, m, c_rows.data(), Index{P}, init,
-                               bias);
+                           bias);
   for (Index j = 0; j < m; ++j)
     std::memcpy(c + r + j * ldc, c_rows.data() + j * P, sizeof(Scalar) * rest);
 }

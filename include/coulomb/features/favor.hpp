@@ -82,7 +82,8 @@ class Favor : public FeatureMapBase<Favor<Scalar, Form>, Scalar> {
   template <typename D>
   void map_impl(const Eigen::MatrixBase<D>& X, MatrixType& Phi, Stabilizer stabilizer,
                 VectorType* log_scale) const {
-    detail::exp_features<Scalar>(X, this->packed_omega_transpose(), hyperbolic, stabilizer, Phi, log_scale);
+    detail::exp_features<Scalar>(X, this->packed_omega_transpose(), hyperbolic, stabilizer, Phi,
+                                 log_scale);
   }
 
   template <typename D>

@@ -132,7 +132,8 @@ class Porf : public FeatureMapBase<Porf<Scalar, Activation>, Scalar> {
   void map_impl(const Eigen::MatrixBase<D>& X, MatrixType& Phi, Stabilizer stabilizer,
                 VectorType* log_scale) const {
     if constexpr (is_exp) {
-      detail::exp_features<Scalar>(X, this->packed_omega_transpose(), false, stabilizer, Phi, log_scale);
+      detail::exp_features<Scalar>(X, this->packed_omega_transpose(), false, stabilizer, Phi,
+                                   log_scale);
     } else {
       if (!this->start_map(X, Phi, log_scale)) return;
       const Index m = this->num_particles();

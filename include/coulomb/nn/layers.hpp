@@ -38,13 +38,13 @@
 
 #include "../core/check.hpp"
 #include "../core/config.hpp"
+#include "../core/detail_products.hpp"
 #include "../core/parallel.hpp"
 #include "../core/precision.hpp"
 #include "../core/random.hpp"
 #include "detail_bf16_products.hpp"
 #include "detail_layer_types.hpp"
 #include "detail_linear_cross_entropy.hpp"
-#include "../core/detail_products.hpp"
 #include "parameter.hpp"
 
 namespace coulomb {
@@ -181,7 +181,8 @@ class Linear : public detail::LayerTypes<Scalar> {
   static void add_weight_gradient(const ConstMatrixRef<Scalar>& X, const ConstMatrixRef<Scalar>& dY,
                                   Index r0, Index n, Matrix<Scalar>& out) {
     detail::inner_product(X.data() + r0, X.outerStride(), dY.data() + r0, dY.outerStride(), n,
-                          X.cols(), dY.cols(), out.data(), out.rows(), detail::ProductInit::accumulate);
+                          X.cols(), dY.cols(), out.data(), out.rows(),
+                          detail::ProductInit::accumulate);
   }
 
   /// Only the parameter gradients: ∂L/∂W += Xᵀ dY, ∂L/∂b += dYᵀ 1.
