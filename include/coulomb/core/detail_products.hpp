@@ -53,17 +53,19 @@ struct ProductTraits {
   static constexpr Index kc = 256;
 };
 
-/// Layout value NR of the small operand B read in place, column-major: B(p, c) = bp[p + c·ldb].
-inline constexpr int column_major_b = 0;
-/// Layout value NR of the small operand B read in place, row-major: B(p, c) = bp[p·ldb + c].
-inline constexpr int row_major_b = -1;
+/// How the small operand B of a product is stored.
+enum class OperandLayout {
+  packed,        ///< by pack_small_operand (column blocks of nr, depth-major inside)
+  column_major,  ///< in place, B(p, c) = b[p + c·ldb]
+  row_major      ///< in place, B(p, c) = b[p·ldb + c] (the transpose of a column-major matrix)
+};
 
 /// One tile of C = init + A B: MR packets of rows, NC columns. `a` points at the tile's first
 /// row of A (column stride lda), `bp` at the packed depth block of B for these columns
-/// (bp[p·NR + c] = B(p, c), NR the width of a packed column block, NC <= NR) or, for
-/// NR = column_major_b or row_major_b, at B(0, c0) of a B read in place (leading dimension
-/// ldb); `c` at the tile's first entry of C (column stride ldc).
-template <int MR, int NC, int NR, typename Scalar>
+/// (bp[p·nr + c] = B(p, c), nr the width of a packed column block, NC <= nr) or at B(0, c0) of
+/// a B read in place (leading dimension ldb); `c` at the tile's first entry of C (column
+/// stride ldc).
+template <int MR, int NC, OperandLayout BL, typename Scalar>
 inline void product_tile(const Scalar* a, Index lda, const Scalar* bp, Index ldb, Index k,
                          Scalar* c, Index ldc, ProductInit init, const Scalar* bias) {
   namespace ei = Eigen::internal;
@@ -81,9 +83,10 @@ inline void product_tile(const Scalar* a, Index lda, const Scalar* bp, Index ldb
     Packet x[MR];
     for (int i = 0; i < MR; ++i) x[i] = ei::ploadu<Packet>(a + p * lda + i * P);
     for (int j = 0; j < NC; ++j) {
-      const Packet w = ei::pset1<Packet>(NR > 0                 ? bp[p * NR + j]
-                                         : NR == column_major_b ? bp[p + j * ldb]
-                                                                : bp[p * ldb + j]);
+      constexpr int NR = ProductTraits<Scalar>::nr;
+      const Packet w = ei::pset1<Packet>(BL == OperandLayout::packed         ? bp[p * NR + j]
+                                         : BL == OperandLayout::column_major ? bp[p + j * ldb]
+                                                                             : bp[p * ldb + j]);
       for (int i = 0; i < MR; ++i) acc[i][j] = ei::pmadd(x[i], w, acc[i][j]);
     }
   }
@@ -92,23 +95,16 @@ inline void product_tile(const Scalar* a, Index lda, const Scalar* bp, Index ldb
 }
 
 /// The tile of the last `rest` (< NC) columns: product_tile with NC = rest.
-template <int MR, int NC, int NR, typename Scalar>
+template <int MR, int NC, OperandLayout BL, typename Scalar>
 inline void product_tile_rest(int rest, const Scalar* a, Index lda, const Scalar* bp, Index ldb,
                               Index k, Scalar* c, Index ldc, ProductInit init, const Scalar* bias) {
   if constexpr (NC > 1) {
     if (rest == NC - 1)
-      product_tile<MR, NC - 1, NR>(a, lda, bp, ldb, k, c, ldc, init, bias);
+      product_tile<MR, NC - 1, BL>(a, lda, bp, ldb, k, c, ldc, init, bias);
     else
-      product_tile_rest<MR, NC - 1, NR>(rest, a, lda, bp, ldb, k, c, ldc, init, bias);
+      product_tile_rest<MR, NC - 1, BL>(rest, a, lda, bp, ldb, k, c, ldc, init, bias);
   }
 }
-
-/// How the small operand B of a product is stored.
-enum class OperandLayout {
-  packed,        ///< by pack_small_operand (column blocks of nr, depth-major inside)
-  column_major,  ///< in place, B(p, c) = b[p + c·ldb]
-  row_major      ///< in place, B(p, c) = b[p·ldb + c] (the transpose of a column-major matrix)
-};
 
 /// The tiles of MR packets of rows over every column block of C, for one depth block.
 /// `bpack` holds the depth block of B packed by column blocks (nr columns each, the last one
@@ -118,9 +114,6 @@ template <int MR, OperandLayout BL = OperandLayout::packed, typename Scalar>
 inline void product_row_block(const Scalar* a, Index lda, const Scalar* bpack, Index ldb, Index k,
                               Index m, Scalar* c, Index ldc, ProductInit init, const Scalar* bias) {
   constexpr int NR = ProductTraits<Scalar>::nr;
-  constexpr int Layout = BL == OperandLayout::packed         ? NR
-                         : BL == OperandLayout::column_major ? column_major_b
-                                                             : row_major_b;
   const bool has_bias = init == ProductInit::bias;
   // From one column of B to the next: k floats packed, ldb column-major, 1 row-major.
   const Index block_stride = BL == OperandLayout::packed         ? k
@@ -128,12 +121,11 @@ inline void product_row_block(const Scalar* a, Index lda, const Scalar* bpack, I
                                                                  : Index{1};
   Index j = 0;
   for (; j + NR <= m; j += NR)
-    product_tile<MR, NR, Layout>(a, lda, bpack + j * block_stride, ldb, k, c + j * ldc, ldc, init,
-                                 has_bias ? bias + j : nullptr);
+    product_tile<MR, NR, BL>(a, lda, bpack + j * block_stride, ldb, k, c + j * ldc, ldc, init,
+                             has_bias ? bias + j : nullptr);
   if (j < m)
-    product_tile_rest<MR, NR, Layout>(static_cast<int>(m - j), a, lda, bpack + j * block_stride,
-                                      ldb, k, c + j * ldc, ldc, init,
-                                      has_bias ? bias + j : nullptr);
+    product_tile_rest<MR, NR, BL>(static_cast<int>(m - j), a, lda, bpack + j * block_stride, ldb, k,
+                                  c + j * ldc, ldc, init, has_bias ? bias + j : nullptr);
 }
 
 /// Packs rows [p0, p0 + k) of B into `out` by column blocks of nr (see product_row_block);
@@ -158,9 +150,9 @@ constexpr Index packed_operand_size(Index k, Index m) {
   return k * ((m + NR - 1) / NR * NR);
 }
 
-/// C = init + A B for a tall A (n × k, column-major, column stride lda) and a small B (k × m),
-/// packed by pack_small_operand (Packed, as one depth block) or column-major in place (column
-/// stride ldb). The rows go in tiles of mr, then 2 and 1 packets; the rows past the
+/// C = init + A B for a tall A (n × k, column-major, column stride lda) and a small B (k × m)
+/// stored as BL says: packed by pack_small_operand (as one depth block), or in place with
+/// leading dimension ldb. The rows go in tiles of mr, then 2 and 1 packets; the rows past the
 /// last whole packet are copied to buffers of one packet (zero-padded), so every entry goes
 /// through the same chain of pmadds.
 template <OperandLayout BL, typename Scalar>
@@ -253,7 +245,6 @@ class PackedOperand {
     pack(b.data(), b.rows(), Index{1}, b.cols(), b.rows());
   }
 
-  Index rows() const noexcept { return k_; }  ///< k
   Index cols() const noexcept { return m_; }  ///< m
 
   /// C = init + A B for a tall A (A.cols() == k) into C (A.rows() × m, column-major with unit

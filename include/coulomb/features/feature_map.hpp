@@ -188,7 +188,7 @@ class FeatureMapBase {
                           " (a map with phases keeps m; construct a new map to change it)");
     }
     omega_ = omega;
-    update_omega_bounds();
+    derive_from_omega();
     derived().on_particles_changed();
   }
 
@@ -200,7 +200,7 @@ class FeatureMapBase {
   /// Recomputes what the map derives from Ω (its overflow bounds, on_particles_changed) after
   /// Ω or the phases were written in place through omega_storage() or phases_storage().
   void particles_written() {
-    update_omega_bounds();
+    derive_from_omega();
     derived().on_particles_changed();
   }
 
@@ -295,7 +295,7 @@ class FeatureMapBase {
                  .scaled_draw(draw_particles(num_particles(), input_dim(), draw_, rng))
                  .template cast<Scalar>();
     derived().draw_extra(rng);
-    update_omega_bounds();
+    derive_from_omega();
     derived().on_particles_changed();
   }
 
@@ -373,7 +373,7 @@ class FeatureMapBase {
     check_omega(omega, "constructor");
     draw_ = draw;
     omega_ = omega;
-    update_omega_bounds();
+    derive_from_omega();
     derived().on_particles_changed();
   }
 
@@ -408,7 +408,7 @@ class FeatureMapBase {
   detail::PackedOperand<Scalar> omega_packed_;    // Ω (m × d) for ∂L/∂X = ∂L/∂Z Ω
 
   // Everything derived from Ω: its bounds and its packed copies.
-  void update_omega_bounds() {
+  void derive_from_omega() {
     omega_t_packed_.pack_transposed(omega_);
     omega_packed_.pack(omega_);
     omega_l1_max_ = static_cast<double>(omega_.cwiseAbs().rowwise().sum().maxCoeff());
