@@ -56,39 +56,25 @@ Scalar causal_shifts(Index n, Scalar B, bool any_key, BlockBuffers<Scalar>& buf)
   return M;
 }
 
-/// out = lower(X Yᵀ) ⊙ E (n × n, zero above the diagonal), E = buf.e, X and Y with n rows; or,
-/// when `Transposed`, its transpose upper(Y Xᵀ) ⊙ Eᵀ, computed as such so that products with
-/// it read it in place. Yᵀ (Xᵀ) is read in place, and the whole square is computed: the
-/// kernel's rate outweighs the other triangle's FLOPs.
-template <bool Transposed, typename Scalar>
+/// out = lower(X Yᵀ) ⊙ E (n × n, zero above the diagonal), E = buf.e, X and Y with n rows.
+/// Yᵀ is read in place, and the whole square is computed: the kernel's rate outweighs the
+/// other triangle's FLOPs.
+template <typename Scalar>
 void triangle_product_times_e(Index n, const Matrix<Scalar>& X, const Matrix<Scalar>& Y,
                               const BlockBuffers<Scalar>& buf, Matrix<Scalar>& out) {
-  const Matrix<Scalar>& left = Transposed ? Y : X;
-  const Matrix<Scalar>& right = Transposed ? X : Y;
   out.resize(n, n);
-  direct_product_transposed(left.data(), n, n, left.cols(), right.data(), n, n, out.data(), n,
+  direct_product_transposed(X.data(), n, n, X.cols(), Y.data(), n, n, out.data(), n,
                             ProductInit::zero);
   for (Index j = 0; j < n; ++j) {
-    if constexpr (Transposed) {
-      for (Index i = 0; i <= j; ++i) out(i, j) *= buf.e(j, i);
-      out.col(j).tail(n - j - 1).setZero();
-    } else {
-      out.col(j).head(j).setZero();
-      out.col(j).tail(n - j).array() *= buf.e.col(j).tail(n - j).array();
-    }
+    out.col(j).head(j).setZero();
+    out.col(j).tail(n - j).array() *= buf.e.col(j).tail(n - j).array();
   }
 }
 
 /// buf.a = lower((Φ_Q Φ_Kᵀ) ⊙ E).
 template <typename Scalar>
 void intra_block_weights(Index n, BlockBuffers<Scalar>& buf) {
-  triangle_product_times_e<false>(n, buf.phi_q, buf.phi_k, buf, buf.a);
-}
-
-/// buf.a = lower((Φ_Q Φ_Kᵀ) ⊙ E)ᵀ.
-template <typename Scalar>
-void intra_block_weights_transposed(Index n, BlockBuffers<Scalar>& buf) {
-  triangle_product_times_e<true>(n, buf.phi_q, buf.phi_k, buf, buf.a);
+  triangle_product_times_e(n, buf.phi_q, buf.phi_k, buf, buf.a);
 }
 
 /// Exchanges a block's features and key shifts between the block buffers and a kept block.
@@ -116,16 +102,15 @@ bool block_features(const LinearBlocks<Map>& ops, const LinearTask<typename Map:
 
 /// One causal block with the state st (the blocks before, at shift st.shift) left unchanged:
 /// buf.numden = [num, den] of rows [r0, r0+n), and buf.phi_q, phi_k, vx, e, a, log_scale,
-/// prefix, rfac for later use (the features from `kept` when it is not null). Returns the
-/// shift after the block; *any_key tells whether the block has a real key.
+/// prefix, rfac for later use. Returns the shift after the block; *any_key tells whether the block
+/// has a real key.
 template <typename Map>
 typename Map::Scalar causal_block(const LinearBlocks<Map>& ops,
                                   const LinearTask<typename Map::Scalar>& tk,
                                   const LinearPlan& plan, Index r0, Index n,
                                   BlockBuffers<typename Map::Scalar>& buf,
-                                  const KeyState<typename Map::Scalar>& st, bool* any_key,
-                                  KeptBlock<typename Map::Scalar>* kept) {
-  *any_key = block_features(ops, tk, r0, n, buf, kept);
+                                  const KeyState<typename Map::Scalar>& st, bool* any_key) {
+  *any_key = block_features(ops, tk, r0, n, buf, nullptr);
   const auto after = causal_shifts(n, st.shift, *any_key, buf);
   const Index cols = plan.dims.dv + 1;
   buf.numden.resize(n, cols);
@@ -187,16 +172,27 @@ void prefix_key_states(const LinearBlocks<Map>& ops, const LinearTask<typename M
   }
 }
 
-/// The forward sweep of a task, shared by the forward and the first sweep of the backward:
+/// Records what the backward of task t needs of block c (rows [r0, r0+n)), with st the state
+/// entering it: that state and its shift, and 1/den and r of the block's rows.
+template <typename Scalar>
+void record_block(LinearWorkspaceData<Scalar>& ws, const LinearPlan& plan, Index t, Index c,
+                  Index r0, Index n, const BlockBuffers<Scalar>& buf, const KeyState<Scalar>& st) {
+  ws.block_shift(c, t) = st.shift;
+  ws.inv_den.col(t).segment(r0, n) = buf.inv_den;
+  ws.rfac.col(t).segment(r0, n) = buf.rfac;
+  ws.block_states[static_cast<std::size_t>(t * plan.blocks + c)] = st.sz;
+}
+
+/// The forward sweep of a task, shared by the forward and the backward without kept features:
 /// for every block, in order within each part (the parts in parallel, each from the key sums
 /// entering it), causal_block and the inverse denominators, then
 /// on_block(c, r0, n, buf, sc, st, any_key) with st still the state entering the block, then
-/// the state update. With `kept` (the task's kept blocks), each block's features end up there:
-/// mapped and kept (reuse false: the forward) or taken from there and put back (reuse true).
+/// the state update. With `kept` (the task's kept blocks), each block's features and intra-block
+/// weights are kept there.
 template <typename Map, typename OnBlock>
 void causal_sweep(const LinearBlocks<Map>& ops, const LinearTask<typename Map::Scalar>& tk,
                   const LinearPlan& plan, LinearWorkspaceData<typename Map::Scalar>& ws, int thread,
-                  KeptBlock<typename Map::Scalar>* kept, bool reuse, OnBlock&& on_block) {
+                  KeptBlock<typename Map::Scalar>* kept, OnBlock&& on_block) {
   using Scalar = typename Map::Scalar;
   const Index dv = plan.dims.dv;
   if (plan.parts > 1) prefix_key_states(ops, tk, plan, ws);
@@ -209,30 +205,33 @@ void causal_sweep(const LinearBlocks<Map>& ops, const LinearTask<typename Map::S
       st = ws.incoming[static_cast<std::size_t>(p)];
     for_each_block(plan, plan.part_begin(p), plan.part_begin(p + 1), sc,
                    [&](Index c, Index r0, Index n, BlockBuffers<Scalar>& buf) {
-                     KeptBlock<Scalar>* kb = kept ? kept + c : nullptr;
                      bool any_key = false;
-                     const Scalar after = causal_block(ops, tk, plan, r0, n, buf, st, &any_key,
-                                                       reuse ? kb : nullptr);
+                     const Scalar after = causal_block(ops, tk, plan, r0, n, buf, st, &any_key);
                      ops.invert_denominators(tk, r0, buf.numden.col(dv), buf);
                      on_block(c, r0, n, buf, sc, st, any_key);
                      if (any_key) causal_update_state(n, after, buf, st);
-                     if (kb) {
-                       swap_features(buf, *kb);
-                       kb->any_key = any_key;
+                     if (kept) {
+                       KeptBlock<Scalar>& kb = kept[c];
+                       swap_features(buf, kb);
+                       if (any_key) buf.a.swap(kb.a);
+                       kb.any_key = any_key;
                      }
                    });
   });
 }
 
-/// Forward of a task; with `kept` (the task's kept blocks), its features are kept there.
+/// Forward of task t; with `kept` (the task's kept blocks), its features and intra-block weights
+/// are kept there and the states entering its blocks recorded (record_block) for the backward.
 template <typename Map, typename OutBlock>
 void causal_forward_task(const LinearBlocks<Map>& ops, const LinearTask<typename Map::Scalar>& tk,
                          const LinearPlan& plan, LinearWorkspaceData<typename Map::Scalar>& ws,
-                         int thread, KeptBlock<typename Map::Scalar>* kept, OutBlock& out) {
+                         int thread, Index t, KeptBlock<typename Map::Scalar>* kept,
+                         OutBlock& out) {
   const Index dv = plan.dims.dv;
-  causal_sweep(ops, tk, plan, ws, thread, kept, false,
-               [&](Index, Index r0, Index n, auto& buf, auto&, const auto&, bool) {
+  causal_sweep(ops, tk, plan, ws, thread, kept,
+               [&](Index c, Index r0, Index n, auto& buf, auto&, const auto& st, bool) {
                  ops.write_outputs(buf, dv, out.middleRows(r0, n));
+                 if (kept) record_block(ws, plan, t, c, r0, n, buf, st);
                });
 }
 

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT
 /// @file attention/detail_linear_causal_backward.hpp
-/// @brief Internal: the backward of causal linear attention of one task, without a stored state
-/// per block (docs/attention.md, "Backward").
+/// @brief Internal: the backward of causal linear attention of one task, from the key sums
+/// entering each block (docs/attention.md, "Backward").
 ///
-/// The state entering block c is a prefix sum, and its gradient a suffix sum:
-///   sweep A, forward in the blocks: the running state Sz again, and
-///     dΦ_Q = diag(r) gx Szᵀ + W Φ_K,  W = lower(gx [V, 1]ᵀ) ⊙ E;
-///   sweep B, backward in the blocks, carrying acc = ∂L/∂Sz of the later blocks:
-///     dΦ_K = diag(f) [V, 1] accᵀ + Wᵀ Φ_Q,  dV = diag(f) Φ_K acc_S + Aᵀ dnum,
-///     acc ← e^{B_c − B_{c+1}} acc + Φ_Qᵀ diag(r) gx,
+/// The state Sz_c entering block c is a prefix sum, recorded by the forward (keep_features)
+/// or by the forward sweep again; its gradient is a suffix sum. One sweep backward in the
+/// blocks, carrying acc = ∂L/∂Sz of the later blocks, gives
+///   dΦ_Q = diag(r) gx Sz_cᵀ + W Φ_K,  W = lower(gx [V, 1]ᵀ) ⊙ E,
+///   dΦ_K = diag(f) [V, 1] accᵀ + Wᵀ Φ_Q,  dV = diag(f) Φ_K acc_S + Aᵀ dnum,
+///   acc ← e^{B_c − B_{c+1}} acc + Φ_Qᵀ diag(r) gx,
 /// with gx_i = [∂L/∂num_i, ∂L/∂den_i] and f_j = e^{s_j − B_{c+1}}.
 #pragma once
 
@@ -29,13 +29,7 @@ namespace coulomb::detail {
 /// buf.w = lower([dnum, dden] [V, 1]ᵀ) ⊙ E.
 template <typename Scalar>
 void weighted_value_gradients(Index n, BlockBuffers<Scalar>& buf) {
-  triangle_product_times_e<false>(n, buf.gx, buf.vx, buf, buf.w);
-}
-
-/// buf.w = (lower([dnum, dden] [V, 1]ᵀ) ⊙ E)ᵀ.
-template <typename Scalar>
-void weighted_value_gradients_transposed(Index n, BlockBuffers<Scalar>& buf) {
-  triangle_product_times_e<true>(n, buf.gx, buf.vx, buf, buf.w);
+  triangle_product_times_e(n, buf.gx, buf.vx, buf, buf.w);
 }
 
 /// Moves acc (at shift ref, the state after this block) to the shift B entering the block and
@@ -59,7 +53,8 @@ void accumulate_state_gradient(BlockBuffers<Scalar>& buf, Scalar B, Matrix<Scala
   ref = B;
 }
 
-/// The gradient of the state from the queries after each part (parts > 1): parts 1 … P−1 are
+/// The gradient of the state from the queries after each part (parts > 1; the query features
+/// from `kept` when it is not null): parts 1 … P−1 are
 /// split into P pieces each; every piece sums its blocks' Φ_Qᵀ diag(r) [dnum, dden] (reference
 /// shifts as in sweep B), the pieces give each part's sum, then suffix sums give what enters
 /// each part from the parts after it (ws.part_grad_in, ws.part_ref_in, ws.part_has_in).
@@ -68,7 +63,8 @@ void suffix_state_gradients(const LinearBlocks<Map>& ops,
                             const LinearTask<typename Map::Scalar>& tk, const LinearPlan& plan,
                             LinearWorkspaceData<typename Map::Scalar>& ws,
                             const TaskGradients<typename Map::Scalar>& views, const Col& inv_den,
-                            const Col& rfac, const Col& block_shift) {
+                            const Col& rfac, const Col& block_shift,
+                            KeptBlock<typename Map::Scalar>* kept) {
   using Scalar = typename Map::Scalar;
   constexpr Scalar neg_inf = -std::numeric_limits<Scalar>::infinity();
   const Index P = plan.parts;
@@ -86,11 +82,15 @@ void suffix_state_gradients(const LinearBlocks<Map>& ops,
     for_each_block<true>(
         plan, c0, c1, ws.scratch[static_cast<std::size_t>(th)],
         [&](Index c, Index r0, Index n, BlockBuffers<Scalar>& buf) {
-          ops.map_queries(tk, r0, n, buf);
+          if (kept)
+            buf.phi_q.swap(kept[c].phi_q);
+          else
+            ops.map_queries(tk, r0, n, buf);
           buf.inv_den = inv_den.segment(r0, n);
           buf.rfac = rfac.segment(r0, n);
           ops.output_gradients(views.G.middleRows(r0, n), views.out.middleRows(r0, n), buf);
           accumulate_state_gradient(buf, block_shift(c), ws.piece_grad[ui], ref, has);
+          if (kept) buf.phi_q.swap(kept[c].phi_q);
         });
     ws.piece_ref[ui] = ref;
     ws.piece_has[ui] = has ? 1 : 0;
@@ -126,9 +126,31 @@ void suffix_state_gradients(const LinearBlocks<Map>& ops,
   }
 }
 
-/// Sweep B on a block with a real key, with acc (when `has`) at the shift `after` of the state
-/// after the block: dΦ_K = diag(f) [V, 1] accᵀ + Wᵀ Φ_Q and dV = diag(f) Φ_K acc_S + Aᵀ dnum,
-/// then dK through the map.
+/// dQ of a block (rows [r0, r0+n)) from the key sums S entering it: dΦ_Q = diag(r) gx Sᵀ + W Φ_K,
+/// W = lower(gx [V, 1]ᵀ) ⊙ E (into buf.w, with [V, 1] into buf.vx, when the block has a key).
+template <typename Map, typename DQ>
+void query_gradients(const LinearBlocks<Map>& ops, const LinearTask<typename Map::Scalar>& tk,
+                     const LinearPlan& plan, Index r0, Index n,
+                     const Matrix<typename Map::Scalar>& S, bool any_key,
+                     BlockBuffers<typename Map::Scalar>& buf,
+                     LinearScratch<typename Map::Scalar>& sc, DQ&& dQ) {
+  const Index dv = plan.dims.dv;
+  buf.scaled = buf.gx.array().colwise() * buf.rfac.array();
+  buf.dphi.resize(n, plan.D);
+  direct_product_transposed(buf.scaled.data(), n, n, dv + 1, S.data(), plan.D, plan.D,
+                            buf.dphi.data(), n, ProductInit::zero);
+  if (any_key) {
+    ops.load_values(tk, r0, n, dv, buf);
+    weighted_value_gradients(n, buf);
+    direct_product(buf.w.data(), n, n, n, buf.phi_k.data(), n, plan.D, buf.dphi.data(), n,
+                   ProductInit::accumulate);
+  }
+  ops.map_backward(tk, tk.q.middleRows(r0, n), buf.phi_q, buf, sc, dQ);
+}
+
+/// dK and dV of a block with a real key, after query_gradients and with buf.a = A, acc (when
+/// `has`) at the shift `after` of the state after the block: dΦ_K = diag(f) [V, 1] accᵀ + Wᵀ Φ_Q
+/// and dV = diag(f) Φ_K acc_S + Aᵀ dnum (W and A read in place), then dK through the map.
 template <typename Map, typename DK, typename DV>
 void key_gradients(const LinearBlocks<Map>& ops, const LinearTask<typename Map::Scalar>& tk,
                    const LinearPlan& plan, Index r0, Index n, typename Map::Scalar after,
@@ -137,7 +159,6 @@ void key_gradients(const LinearBlocks<Map>& ops, const LinearTask<typename Map::
                    DK& dK, DV& dV) {
   const Index dv = plan.dims.dv;
   const Index D = plan.D;
-  ops.load_values(tk, r0, n, dv, buf);
   if (has) {
     key_factors(n, after, buf);
     buf.scaled = buf.vx.array().colwise() * buf.factor.array();
@@ -151,20 +172,19 @@ void key_gradients(const LinearBlocks<Map>& ops, const LinearTask<typename Map::
     buf.dphi.setZero(n, D);
     dV.setZero();
   }
-  // The transposed weights, so that the products read them in place.
-  weighted_value_gradients_transposed(n, buf);
-  direct_product(buf.w.data(), n, n, n, buf.phi_q.data(), n, D, buf.dphi.data(), n,
-                 ProductInit::accumulate);
-  intra_block_weights_transposed(n, buf);
-  direct_product(buf.a.data(), n, n, n, buf.gx.data(), n, dv, dV.data(), dV.outerStride(),
-                 ProductInit::accumulate);
+  inner_product(buf.w.data(), n, buf.phi_q.data(), n, n, n, D, buf.dphi.data(), n,
+                ProductInit::accumulate);
+  inner_product(buf.a.data(), n, buf.gx.data(), n, n, n, dv, dV.data(), dV.outerStride(),
+                ProductInit::accumulate);
   ops.zero_padded_rows(tk, r0, buf.dphi);
   ops.zero_padded_rows(tk, r0, dV);
   ops.map_backward(tk, tk.k.middleRows(r0, n), buf.phi_k, buf, sc, dK);
 }
 
-/// Backward of task t (column t of ws.inv_den, ws.rfac and ws.block_shift); with `kept` (the
-/// task's blocks kept by its forward), both sweeps take the features from there.
+/// Backward of task t (column t of ws.inv_den, ws.rfac and ws.block_shift, and the task's
+/// ws.block_states). With `kept` (the task's blocks kept by its forward, which also recorded
+/// the states), features, intra-block weights and states come from the forward; without, the
+/// forward sweep runs again to record the states, and the sweep maps the features again.
 template <typename Map>
 void causal_backward_task(const LinearBlocks<Map>& ops, const LinearTask<typename Map::Scalar>& tk,
                           const LinearPlan& plan, LinearWorkspaceData<typename Map::Scalar>& ws,
@@ -175,32 +195,19 @@ void causal_backward_task(const LinearBlocks<Map>& ops, const LinearTask<typenam
   auto inv_den = ws.inv_den.col(t);
   auto rfac = ws.rfac.col(t);
   auto block_shift = ws.block_shift.col(t);
+  const Matrix<Scalar>* states = ws.block_states.data() + t * plan.blocks;
 
-  // Sweep A: store 1/den, r and the shift entering each block; dΦ_Q, hence dQ.
-  causal_sweep(ops, tk, plan, ws, thread, kept, true,
-               [&](Index c, Index r0, Index n, Buffers& buf, LinearScratch<Scalar>& sc,
-                   const KeyState<Scalar>& st, bool any_key) {
-                 block_shift(c) = st.shift;
-                 inv_den.segment(r0, n) = buf.inv_den;
-                 rfac.segment(r0, n) = buf.rfac;
-                 ops.output_gradients(views.G.middleRows(r0, n), views.out.middleRows(r0, n), buf);
-                 buf.scaled = buf.gx.array().colwise() * buf.rfac.array();
-                 buf.dphi.resize(n, plan.D);
-                 direct_product_transposed(buf.scaled.data(), n, n, plan.dims.dv + 1, st.sz.data(),
-                                           plan.D, plan.D, buf.dphi.data(), n, ProductInit::zero);
-                 if (any_key) {
-                   weighted_value_gradients(n, buf);
-                   direct_product(buf.w.data(), n, n, n, buf.phi_k.data(), n, plan.D,
-                                  buf.dphi.data(), n, ProductInit::accumulate);
-                 }
-                 ops.map_backward(tk, tk.q.middleRows(r0, n), buf.phi_q, buf, sc,
-                                  views.dQ.middleRows(r0, n));
-               });
+  if (!kept) {
+    causal_sweep(
+        ops, tk, plan, ws, thread, nullptr,
+        [&](Index c, Index r0, Index n, Buffers& buf, LinearScratch<Scalar>&,
+            const KeyState<Scalar>& st, bool) { record_block(ws, plan, t, c, r0, n, buf, st); });
+  }
+  if (plan.parts > 1)
+    suffix_state_gradients(ops, tk, plan, ws, views, inv_den, rfac, block_shift, kept);
 
-  if (plan.parts > 1) suffix_state_gradients(ops, tk, plan, ws, views, inv_den, rfac, block_shift);
-
-  // Sweep B: acc = ∂L/∂Sz of the later blocks at the shift `ref` of the state after the
-  // current block; dΦ_K and dV, hence dK and dV.
+  // Backward in the blocks: acc = ∂L/∂Sz of the later blocks at the shift `ref` of the state
+  // after the current block.
   run_parts(plan, thread, [&](Index p, int th) {
     auto& sc = ws.scratch[static_cast<std::size_t>(th)];
     Matrix<Scalar>& acc = sc.dsz;
@@ -221,11 +228,18 @@ void causal_backward_task(const LinearBlocks<Map>& ops, const LinearTask<typenam
           buf.inv_den = inv_den.segment(r0, n);
           ops.output_gradients(views.G.middleRows(r0, n), views.out.middleRows(r0, n), buf);
           const Scalar after = causal_shifts(n, block_shift(c), any_key, buf);
+          query_gradients(ops, tk, plan, r0, n, states[c], any_key, buf, sc,
+                          views.dQ.middleRows(r0, n));
           if (!any_key) {
             dk_rows.setZero();
             dv_rows.setZero();
           } else {
+            if (kb)
+              buf.a.swap(kb->a);
+            else
+              intra_block_weights(n, buf);
             key_gradients(ops, tk, plan, r0, n, after, acc, has, buf, sc, dk_rows, dv_rows);
+            if (kb) buf.a.swap(kb->a);
           }
           accumulate_state_gradient(buf, block_shift(c), acc, ref, has);
           if (kb) swap_features(buf, *kb);

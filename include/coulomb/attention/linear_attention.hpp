@@ -231,6 +231,17 @@ class LinearAttention : public AttentionBase<LinearAttention<Map>, typename Map:
     }
   }
 
+  /// Sizes what a causal forward records for its backward (detail::record_block).
+  static void size_causal_record(detail::LinearWorkspaceData<Scalar>& ws,
+                                 const detail::LinearPlan& plan) {
+    const Index tasks = plan.dims.tasks();
+    ws.inv_den.resize(plan.dims.length, tasks);
+    ws.rfac.resize(plan.dims.length, tasks);
+    ws.block_shift.resize(plan.blocks, tasks);
+    const auto states = static_cast<std::size_t>(tasks * plan.blocks);
+    if (ws.block_states.size() < states) ws.block_states.resize(states);
+  }
+
   void forward_impl(const detail::AttentionDims& dims, const ConstRef& Q, const ConstRef& K,
                     const ConstRef& V, const PaddingMask* mask, MatrixType& Out,
                     LinearAttentionWorkspace<Scalar>& workspace) const {
@@ -247,13 +258,14 @@ class LinearAttention : public AttentionBase<LinearAttention<Map>, typename Map:
     const bool keep = keeps_features();
     if (keep && ws.kept.size() < tasks * static_cast<std::size_t>(plan.blocks))
       ws.kept.resize(tasks * static_cast<std::size_t>(plan.blocks));
+    if (keep && causal) size_causal_record(ws, plan);
     const detail::LinearBlocks<Map> ops = blocks();
     detail::run_tasks(plan, [&](Index t, int thread) {
       const auto tk = ops.task(detail::attention_task<Scalar>(Q, K, V, mask, dims, t));
       auto out = tk.block_of(Out, dims.dv);
       auto* kept = detail::kept_blocks(ws, plan, t, keep);
       if (causal)
-        detail::causal_forward_task(ops, tk, plan, ws, thread, kept, out);
+        detail::causal_forward_task(ops, tk, plan, ws, thread, t, kept, out);
       else
         detail::noncausal_forward_task(ops, tk, plan, ws, thread, t, kept, out);
     });
@@ -279,11 +291,7 @@ class LinearAttention : public AttentionBase<LinearAttention<Map>, typename Map:
     grads.dQ.resize(Q.rows(), Q.cols());
     grads.dK.resize(K.rows(), K.cols());
     grads.dV.resize(V.rows(), V.cols());
-    if (causal) {
-      ws.inv_den.resize(dims.length, dims.tasks());
-      ws.rfac.resize(dims.length, dims.tasks());
-      ws.block_shift.resize(plan.blocks, dims.tasks());
-    }
+    if (causal) size_causal_record(ws, plan);
     const detail::LinearBlocks<Map> ops = blocks();
     detail::run_tasks(plan, [&](Index t, int thread) {
       const auto tk = ops.task(detail::attention_task<Scalar>(Q, K, V, mask, dims, t));

@@ -95,6 +95,7 @@ struct KeptBlock {
   Matrix<Scalar> phi_k;      // n × D: Φ(s·K); non-causal at the block's shift, padded rows 0
   Scalar shift = 0;          // non-causal: the block's key shift b (−∞: no real key)
   Vector<Scalar> log_scale;  // causal: the keys' shifts per row (−∞ at padding)
+  Matrix<Scalar> a;          // causal: the intra-block weights A (when any_key)
   bool any_key = false;      // causal: whether the block has a real key
 };
 
@@ -140,9 +141,10 @@ struct LinearWorkspaceData {
   Matrix<Scalar> inv_den;      // L × tasks (causal backward): 1 / denominators
   Matrix<Scalar> rfac;         // L × tasks (causal backward): r_i
   Matrix<Scalar> block_shift;  // blocks × tasks (causal backward): state shift entering a block
-  std::vector<KeptBlock<Scalar>> kept;  // tasks × blocks (keep_features)
-  ForwardRecord forward;                // the last non-causal forward, whose key sums are in saved
-  bool kept_valid = false;              // kept holds the features of the last forward
+  std::vector<Matrix<Scalar>> block_states;  // tasks × blocks (causal backward): Sz entering
+  std::vector<KeptBlock<Scalar>> kept;       // tasks × blocks (keep_features)
+  ForwardRecord forward;    // the last non-causal forward, whose key sums are in saved
+  bool kept_valid = false;  // kept holds the features of the last forward
 };
 
 }  // namespace detail
