@@ -130,10 +130,28 @@ class LinearBlocks {
   /// A task of a call: its views and its map.
   Task task(const AttentionTask<Scalar>& views) const { return Task{views, map_index(views.head)}; }
 
+  /// Φ(s·X) into Phi (with the shifts into *log_scale when it is not null). The attention
+  /// checked its inputs: with s <= 1, s·X is finite too and maps of coulomb skip that check.
+  template <typename Rows>
+  void map_rows(const Map& fm, const Rows& X, MatrixType& Phi, Stabilizer stabilizer,
+                Vector<Scalar>* log_scale) const {
+    const auto sX = scale_ * X;
+    if constexpr (requires { fm.map_finite_input(sX, Phi, stabilizer, log_scale); }) {
+      if (scale_ <= Scalar(1)) {
+        fm.map_finite_input(sX, Phi, stabilizer, log_scale);
+        return;
+      }
+    }
+    if (log_scale)
+      fm.map(sX, Phi, stabilizer, *log_scale);
+    else
+      fm.map(sX, Phi, stabilizer);
+  }
+
   /// Φ(s·Q) of rows [r0, r0+n) into buf.phi_q (per-row shifts, which cancel in the ratio).
   void map_queries(const Task& tk, Index r0, Index n, Buffers& buf) const {
-    maps_[tk.map_index].map(scale_ * tk.q.middleRows(r0, n), buf.phi_q,
-                            stabilized ? Stabilizer::per_row : Stabilizer::none);
+    map_rows(maps_[tk.map_index], tk.q.middleRows(r0, n), buf.phi_q,
+             stabilized ? Stabilizer::per_row : Stabilizer::none, nullptr);
   }
 
   /// Φ(s·K) of rows [r0, r0+n) into buf.phi_k with one shift b shared by the block's real
@@ -147,17 +165,17 @@ class LinearBlocks {
     Scalar b = 0;
     if (n_valid == n) {
       if constexpr (stabilized) {
-        fm.map(scale_ * tk.k.middleRows(r0, n), buf.phi_k, Stabilizer::global, buf.log_scale);
+        map_rows(fm, tk.k.middleRows(r0, n), buf.phi_k, Stabilizer::global, &buf.log_scale);
         b = buf.log_scale(0);
       } else {
-        fm.map(scale_ * tk.k.middleRows(r0, n), buf.phi_k, Stabilizer::none);
+        map_rows(fm, tk.k.middleRows(r0, n), buf.phi_k, Stabilizer::none, nullptr);
       }
       return b;
     }
     // Padding in the block: the shift must be the largest over the real tokens only.
     buf.factor.resize(n);
     if constexpr (stabilized) {
-      fm.map(scale_ * tk.k.middleRows(r0, n), buf.phi_k, Stabilizer::per_row, buf.log_scale);
+      map_rows(fm, tk.k.middleRows(r0, n), buf.phi_k, Stabilizer::per_row, &buf.log_scale);
       check_key_shifts(valid, buf.log_scale);
       b = neg_inf;
       for (Index i = 0; i < n; ++i)
@@ -165,7 +183,7 @@ class LinearBlocks {
       for (Index i = 0; i < n; ++i)
         buf.factor(i) = valid[i] ? std::exp(buf.log_scale(i) - b) : Scalar(zero_padded ? 0 : 1);
     } else {
-      fm.map(scale_ * tk.k.middleRows(r0, n), buf.phi_k, Stabilizer::none);
+      map_rows(fm, tk.k.middleRows(r0, n), buf.phi_k, Stabilizer::none, nullptr);
       if (!zero_padded) return b;
       for (Index i = 0; i < n; ++i) buf.factor(i) = valid[i] ? Scalar(1) : Scalar(0);
     }
@@ -178,10 +196,10 @@ class LinearBlocks {
   bool map_keys_per_row(const Task& tk, Index r0, Index n, Buffers& buf) const {
     const Map& fm = maps_[tk.map_index];
     if constexpr (stabilized) {
-      fm.map(scale_ * tk.k.middleRows(r0, n), buf.phi_k, Stabilizer::per_row, buf.log_scale);
+      map_rows(fm, tk.k.middleRows(r0, n), buf.phi_k, Stabilizer::per_row, &buf.log_scale);
       check_key_shifts(tk.valid ? tk.valid + r0 : nullptr, buf.log_scale);
     } else {
-      fm.map(scale_ * tk.k.middleRows(r0, n), buf.phi_k, Stabilizer::none);
+      map_rows(fm, tk.k.middleRows(r0, n), buf.phi_k, Stabilizer::none, nullptr);
       buf.log_scale.setZero(n);
     }
     if (!tk.valid) return n > 0;

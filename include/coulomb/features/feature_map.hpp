@@ -225,6 +225,17 @@ class FeatureMapBase {
     if (may_overflow(X, stabilizer)) check_features(X, Phi, &log_scale);
   }
 
+  /// map(X, Phi, stabilizer, *log_scale) (or without the shifts when log_scale is null) for a
+  /// caller that has checked that X is finite (linear attention, whose inputs are checked once
+  /// per call): only that check is skipped.
+  template <typename D>
+  void map_finite_input(const Eigen::MatrixBase<D>& X, MatrixType& Phi, Stabilizer stabilizer,
+                        VectorType* log_scale) const {
+    check_input_shape(X, "map");
+    derived().map_impl(X, Phi, stabilizer, log_scale);
+    if (may_overflow(X, stabilizer)) check_features(X, Phi, log_scale);
+  }
+
   /// Φ(X) as a new matrix.
   template <typename D>
   MatrixType map(const Eigen::MatrixBase<D>& X, Stabilizer stabilizer = Stabilizer::none) const {
@@ -482,17 +493,21 @@ class FeatureMapBase {
   }
 
   template <typename D>
-  void check_input(const Eigen::MatrixBase<D>& X, const char* function) const {
+  void check_input_shape(const Eigen::MatrixBase<D>& X, const char* function) const {
     static_assert(std::is_same_v<typename D::Scalar, Scalar>,
                   "the input's scalar type must match the feature map's (use .cast<>())");
-    const std::string_view fn(function);
     if (X.cols() != input_dim()) {
       std::ostringstream os;
       os << "argument 'X' has " << X.cols() << " columns, expected input_dim() = " << input_dim();
-      detail::throw_invalid(name_of(fn.data()), os.str());
+      detail::throw_invalid(name_of(function), os.str());
     }
+  }
+
+  template <typename D>
+  void check_input(const Eigen::MatrixBase<D>& X, const char* function) const {
+    check_input_shape(X, function);
     if (!coulomb::detail::all_finite(X.derived()))
-      detail::require_finite(X, name_of(fn.data()), "X");
+      detail::require_finite(X, name_of(function), "X");
   }
 
   template <typename D>
