@@ -177,17 +177,17 @@ void prefix_key_states(const LinearBlocks<Map>& ops, const LinearTask<typename M
 }
 
 /// Records what the backward of task t needs of block c (rows [r0, r0+n)), with st the state
-/// entering it: that state and its shift, and 1/den and r of the block's rows.
+/// entering it: its shift, and 1/den and r of the block's rows.
 template <typename Scalar>
-void record_block(LinearWorkspaceData<Scalar>& ws, const LinearPlan& plan, Index t, Index c,
-                  Index r0, Index n, const BlockBuffers<Scalar>& buf, const KeyState<Scalar>& st) {
+void record_block(LinearWorkspaceData<Scalar>& ws, Index t, Index c, Index r0, Index n,
+                  const BlockBuffers<Scalar>& buf, const KeyState<Scalar>& st) {
   ws.block_shift(c, t) = st.shift;
   ws.inv_den.col(t).segment(r0, n) = buf.inv_den;
   ws.rfac.col(t).segment(r0, n) = buf.rfac;
-  ws.block_states[static_cast<std::size_t>(t * plan.blocks + c)] = st.sz;
 }
 
-/// The forward sweep of a task, shared by the forward and the backward without kept features:
+/// The forward sweep of a task, shared by the forward and the first sweep of the backward
+/// without kept features:
 /// for every block, in order within each part (the parts in parallel, each from the key sums
 /// entering it), causal_block and the inverse denominators, then
 /// on_block(c, r0, n, buf, sc, st, any_key) with st still the state entering the block, then
@@ -225,7 +225,8 @@ void causal_sweep(const LinearBlocks<Map>& ops, const LinearTask<typename Map::S
 }
 
 /// Forward of task t; with `kept` (the task's kept blocks), its features and intra-block weights
-/// are kept there and the states entering its blocks recorded (record_block) for the backward.
+/// are kept there, and what the backward needs recorded: record_block, and the key sums
+/// entering each block (ws.block_states).
 template <typename Map, typename OutBlock>
 void causal_forward_task(const LinearBlocks<Map>& ops, const LinearTask<typename Map::Scalar>& tk,
                          const LinearPlan& plan, LinearWorkspaceData<typename Map::Scalar>& ws,
@@ -235,7 +236,10 @@ void causal_forward_task(const LinearBlocks<Map>& ops, const LinearTask<typename
   causal_sweep(ops, tk, plan, ws, thread, kept,
                [&](Index c, Index r0, Index n, auto& buf, auto&, const auto& st, bool) {
                  ops.write_outputs(buf, dv, out.middleRows(r0, n));
-                 if (kept) record_block(ws, plan, t, c, r0, n, buf, st);
+                 if (kept) {
+                   record_block(ws, t, c, r0, n, buf, st);
+                   ws.block_states[static_cast<std::size_t>(t * plan.blocks + c)] = st.sz;
+                 }
                });
 }
 

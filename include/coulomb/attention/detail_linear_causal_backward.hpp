@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT
 /// @file attention/detail_linear_causal_backward.hpp
-/// @brief Internal: the backward of causal linear attention of one task, from the key sums
-/// entering each block (docs/attention.md, "Backward").
+/// @brief Internal: the backward of causal linear attention of one task (docs/attention.md,
+/// "Backward").
 ///
-/// The state Sz_c entering block c is a prefix sum, recorded by the forward (keep_features)
-/// or by the forward sweep again; its gradient is a suffix sum. One sweep backward in the
-/// blocks, carrying acc = ∂L/∂Sz of the later blocks, gives
-///   dΦ_Q = diag(r) gx Sz_cᵀ + W Φ_K,  W = lower(gx [V, 1]ᵀ) ⊙ E,
-///   dΦ_K = diag(f) [V, 1] accᵀ + Wᵀ Φ_Q,  dV = diag(f) Φ_K acc_S + Aᵀ dnum,
-///   acc ← e^{B_c − B_{c+1}} acc + Φ_Qᵀ diag(r) gx,
+/// The state Sz_c entering block c is a prefix sum, and its gradient a suffix sum:
+///   sweep A, forward in the blocks, with Sz_c (the forward's, recorded with keep_features, or
+///     the running state again):
+///     dΦ_Q = diag(r) gx Sz_cᵀ + W Φ_K,  W = lower(gx [V, 1]ᵀ) ⊙ E;
+///   sweep B, backward in the blocks, carrying acc = ∂L/∂Sz of the later blocks:
+///     dΦ_K = diag(f) [V, 1] accᵀ + Wᵀ Φ_Q,  dV = diag(f) Φ_K acc_S + Aᵀ dnum,
+///     acc ← e^{B_c − B_{c+1}} acc + Φ_Qᵀ diag(r) gx,
 /// with gx_i = [∂L/∂num_i, ∂L/∂den_i] and f_j = e^{s_j − B_{c+1}}.
 #pragma once
 
@@ -148,9 +149,9 @@ void query_gradients(const LinearBlocks<Map>& ops, const LinearTask<typename Map
   ops.map_backward(tk, tk.q.middleRows(r0, n), buf.phi_q, buf, sc, dQ);
 }
 
-/// dK and dV of a block with a real key, after query_gradients and with buf.a = A, acc (when
-/// `has`) at the shift `after` of the state after the block: dΦ_K = diag(f) [V, 1] accᵀ + Wᵀ Φ_Q
-/// and dV = diag(f) Φ_K acc_S + Aᵀ dnum (W and A read in place), then dK through the map.
+/// dK and dV of a block with a real key, with buf.vx = [V, 1], buf.w = W and buf.a = A, acc
+/// (when `has`) at the shift `after` of the state after the block: dΦ_K = diag(f) [V, 1] accᵀ + Wᵀ
+/// Φ_Q and dV = diag(f) Φ_K acc_S + Aᵀ dnum (W and A read in place), then dK through the map.
 template <typename Map, typename DK, typename DV>
 void key_gradients(const LinearBlocks<Map>& ops, const LinearTask<typename Map::Scalar>& tk,
                    const LinearPlan& plan, Index r0, Index n, typename Map::Scalar after,
@@ -181,10 +182,11 @@ void key_gradients(const LinearBlocks<Map>& ops, const LinearTask<typename Map::
   ops.map_backward(tk, tk.k.middleRows(r0, n), buf.phi_k, buf, sc, dK);
 }
 
-/// Backward of task t (column t of ws.inv_den, ws.rfac and ws.block_shift, and the task's
-/// ws.block_states). With `kept` (the task's blocks kept by its forward, which also recorded
-/// the states), features, intra-block weights and states come from the forward; without, the
-/// forward sweep runs again to record the states, and the sweep maps the features again.
+/// Backward of task t (column t of ws.inv_den, ws.rfac and ws.block_shift). With `kept` (the
+/// task's blocks kept by its forward, which also recorded those columns and the key sums entering
+/// each block in ws.block_states), both sweeps take features, states and intra-block weights
+/// from the forward; without, sweep A runs the forward sweep again and records the columns, and
+/// sweep B maps again. Both ways do the same arithmetic in the same order.
 template <typename Map>
 void causal_backward_task(const LinearBlocks<Map>& ops, const LinearTask<typename Map::Scalar>& tk,
                           const LinearPlan& plan, LinearWorkspaceData<typename Map::Scalar>& ws,
@@ -195,19 +197,42 @@ void causal_backward_task(const LinearBlocks<Map>& ops, const LinearTask<typenam
   auto inv_den = ws.inv_den.col(t);
   auto rfac = ws.rfac.col(t);
   auto block_shift = ws.block_shift.col(t);
-  const Matrix<Scalar>* states = ws.block_states.data() + t * plan.blocks;
+  const Index dv = plan.dims.dv;
 
-  if (!kept) {
-    causal_sweep(
-        ops, tk, plan, ws, thread, nullptr,
-        [&](Index c, Index r0, Index n, Buffers& buf, LinearScratch<Scalar>&,
-            const KeyState<Scalar>& st, bool) { record_block(ws, plan, t, c, r0, n, buf, st); });
+  // Sweep A: dΦ_Q, hence dQ, from the state entering each block.
+  const auto queries = [&](Index r0, Index n, Buffers& buf, LinearScratch<Scalar>& sc,
+                           const Matrix<Scalar>& S, bool any_key) {
+    ops.output_gradients(views.G.middleRows(r0, n), views.out.middleRows(r0, n), buf);
+    query_gradients(ops, tk, plan, r0, n, S, any_key, buf, sc, views.dQ.middleRows(r0, n));
+  };
+  if (kept) {
+    const Matrix<Scalar>* states = ws.block_states.data() + t * plan.blocks;
+    run_parts(plan, thread, [&](Index p, int th) {
+      for_each_block(
+          plan, plan.part_begin(p), plan.part_begin(p + 1),
+          ws.scratch[static_cast<std::size_t>(th)], [&](Index c, Index r0, Index n, Buffers& buf) {
+            KeptBlock<Scalar>& kb = kept[c];
+            swap_features(buf, kb);
+            buf.inv_den = inv_den.segment(r0, n);
+            causal_shifts(n, block_shift(c), kb.any_key, buf);
+            queries(r0, n, buf, ws.scratch[static_cast<std::size_t>(th)], states[c], kb.any_key);
+            swap_features(buf, kb);
+          });
+    });
+  } else {
+    causal_sweep(ops, tk, plan, ws, thread, nullptr,
+                 [&](Index c, Index r0, Index n, Buffers& buf, LinearScratch<Scalar>& sc,
+                     const KeyState<Scalar>& st, bool any_key) {
+                   record_block(ws, t, c, r0, n, buf, st);
+                   queries(r0, n, buf, sc, st.sz, any_key);
+                 });
   }
+
   if (plan.parts > 1)
     suffix_state_gradients(ops, tk, plan, ws, views, inv_den, rfac, block_shift, kept);
 
-  // Backward in the blocks: acc = ∂L/∂Sz of the later blocks at the shift `ref` of the state
-  // after the current block.
+  // Sweep B: acc = ∂L/∂Sz of the later blocks at the shift `ref` of the state after the
+  // current block; dΦ_K and dV, hence dK and dV.
   run_parts(plan, thread, [&](Index p, int th) {
     auto& sc = ws.scratch[static_cast<std::size_t>(th)];
     Matrix<Scalar>& acc = sc.dsz;
@@ -228,12 +253,12 @@ void causal_backward_task(const LinearBlocks<Map>& ops, const LinearTask<typenam
           buf.inv_den = inv_den.segment(r0, n);
           ops.output_gradients(views.G.middleRows(r0, n), views.out.middleRows(r0, n), buf);
           const Scalar after = causal_shifts(n, block_shift(c), any_key, buf);
-          query_gradients(ops, tk, plan, r0, n, states[c], any_key, buf, sc,
-                          views.dQ.middleRows(r0, n));
           if (!any_key) {
             dk_rows.setZero();
             dv_rows.setZero();
           } else {
+            ops.load_values(tk, r0, n, dv, buf);
+            weighted_value_gradients(n, buf);
             if (kb)
               buf.a.swap(kb->a);
             else
