@@ -329,6 +329,51 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_EmptyBatch", "[features][input]",
   CHECK(dOmega2.isZero(0));
 }
 
+TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_MapFiniteInputIsMapWithoutTheFinitenessCheck",
+                           "[features][input]",
+                           (Rff, RffCosSin, FavorPlus, FavorHyperbolic, PorfExp, PorfSoftplus,
+                            PorfRelu, SoftmaxFeat, SoftmaxFeatJoint, SoftmaxFeatSeparate),
+                           (float, double)) {
+  // For a finite X, map_finite_input must give map's bits, shifts included, and refuse what map
+  // refuses (the wrong columns; features that overflow for a huge but finite X).
+  using Map = typename TestType::Map;
+  using S = typename Map::Scalar;
+  coulomb::Rng rng = coulomb_test::test_rng(std::string("MapFiniteInput/") + Map::name());
+  const Map map = TestType::make(kD, kM, rng, Draw::orthogonal_chi);
+  const S huge = std::is_same_v<S, float> ? S(1e30) : S(1e200);
+  for (const S scale : {S(1), S(30), huge}) {
+    const Mat<S> X = scale * coulomb_test::gaussian<S>(kN + 5, kD, rng);
+    for (const Stabilizer s : {Stabilizer::none, Stabilizer::per_row, Stabilizer::global}) {
+      INFO("scale " << scale << ", stabilizer " << coulomb::to_string(s));
+      Mat<S> phi, phi_trusted;
+      Vec<S> shifts, shifts_trusted;
+      bool threw = false;
+      try {
+        map.map(X, phi, s, shifts);
+      } catch (const coulomb::numerical_error&) {
+        threw = true;
+      }
+      if (threw) {
+        CHECK_THROWS_AS(map.map_finite_input(X, phi_trusted, s, &shifts_trusted),
+                        coulomb::numerical_error);
+        CHECK_THROWS_AS(map.map_finite_input(X, phi_trusted, s, nullptr), coulomb::numerical_error);
+        continue;
+      }
+      map.map_finite_input(X, phi_trusted, s, &shifts_trusted);
+      CHECK(phi_trusted == phi);
+      CHECK(shifts_trusted == shifts);
+      Mat<S> phi_plain;
+      map.map(X, phi_plain, s);
+      map.map_finite_input(X, phi_trusted, s, nullptr);
+      CHECK(phi_trusted == phi_plain);
+    }
+  }
+  Mat<S> phi;
+  const Mat<S> bad = Mat<S>::Ones(kN, kD + 1);
+  CHECK_INVALID_ARGUMENT(map.map_finite_input(bad, phi, Stabilizer::none, nullptr),
+                         where<Map>("map"), "X");
+}
+
 TEST_CASE("DrawParticles_RejectsBadSizes", "[features][input][draw]") {
   coulomb::Rng rng = coulomb_test::test_rng("DrawParticles_RejectsBadSizes");
   for (const Draw draw : {Draw::iid, Draw::orthogonal_chi, Draw::orthogonal_sqrt_d}) {
