@@ -106,8 +106,8 @@ bool block_features(const LinearBlocks<Map>& ops, const LinearTask<typename Map:
 
 /// One causal block with the state st (the blocks before, at shift st.shift) left unchanged:
 /// buf.numden = [num, den] of rows [r0, r0+n), and buf.phi_q, phi_k, vx, e, a, log_scale,
-/// prefix, rfac for later use. Returns the shift after the block; *any_key tells whether the block
-/// has a real key.
+/// prefix, rfac for later use. Returns the shift after the block; *any_key tells whether the
+/// block has a real key.
 template <typename Map>
 typename Map::Scalar causal_block(const LinearBlocks<Map>& ops,
                                   const LinearTask<typename Map::Scalar>& tk,

@@ -150,8 +150,9 @@ void query_gradients(const LinearBlocks<Map>& ops, const LinearTask<typename Map
 }
 
 /// dK and dV of a block with a real key, with buf.vx = [V, 1], buf.w = W and buf.a = A, acc
-/// (when `has`) at the shift `after` of the state after the block: dΦ_K = diag(f) [V, 1] accᵀ + Wᵀ
-/// Φ_Q and dV = diag(f) Φ_K acc_S + Aᵀ dnum (W and A read in place), then dK through the map.
+/// (when `has`) at the shift `after` of the state after the block:
+///   dΦ_K = diag(f) [V, 1] accᵀ + Wᵀ Φ_Q,  dV = diag(f) Φ_K acc_S + Aᵀ dnum
+/// (W and A read in place), then dK through the map.
 template <typename Map, typename DK, typename DV>
 void key_gradients(const LinearBlocks<Map>& ops, const LinearTask<typename Map::Scalar>& tk,
                    const LinearPlan& plan, Index r0, Index n, typename Map::Scalar after,
