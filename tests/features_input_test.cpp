@@ -101,9 +101,7 @@ std::string where(const char* function) {
 }  // namespace
 
 TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_RejectsBadArguments", "[features][input]",
-                           (Rff, RffCosSin, FavorPlus, FavorHyperbolic, PorfExp, PorfSoftplus,
-                            PorfRelu, SoftmaxFeat, SoftmaxFeatJoint, SoftmaxFeatSeparate),
-                           (float, double)) {
+                           COULOMB_TEST_EVERY_MAP, (float, double)) {
   using Map = typename TestType::Map;
   using S = typename Map::Scalar;
   coulomb::Rng rng = coulomb_test::test_rng(std::string("BadArguments/") + Map::name());
@@ -273,9 +271,7 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_RejectsBadArguments", "[features][input]"
   }
 }
 
-TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_EmptyBatch", "[features][input]",
-                           (Rff, RffCosSin, FavorPlus, FavorHyperbolic, PorfExp, PorfSoftplus,
-                            PorfRelu, SoftmaxFeat, SoftmaxFeatJoint, SoftmaxFeatSeparate),
+TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_EmptyBatch", "[features][input]", COULOMB_TEST_EVERY_MAP,
                            (float, double)) {
   // n = 0 rows is a valid batch: a 0×D output, an empty shift vector, empty gradients.
   using Map = typename TestType::Map;
@@ -330,10 +326,7 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_EmptyBatch", "[features][input]",
 }
 
 TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_MapFiniteInputIsMapWithoutTheFinitenessCheck",
-                           "[features][input]",
-                           (Rff, RffCosSin, FavorPlus, FavorHyperbolic, PorfExp, PorfSoftplus,
-                            PorfRelu, SoftmaxFeat, SoftmaxFeatJoint, SoftmaxFeatSeparate),
-                           (float, double)) {
+                           "[features][input]", COULOMB_TEST_EVERY_MAP, (float, double)) {
   // For a finite X, map_finite_input must give map's bits, shifts included, and refuse what map
   // refuses (the wrong columns; features that overflow for a huge but finite X).
   using Map = typename TestType::Map;

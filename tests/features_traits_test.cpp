@@ -177,9 +177,7 @@ static_assert(!coulomb::RealScalar<long double> && !coulomb::RealScalar<int>);
 using namespace coulomb_test::cases;
 
 TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_OutputDimMatchesTraits", "[features][traits]",
-                           (Rff, RffCosSin, FavorPlus, FavorHyperbolic, PorfExp, PorfSoftplus,
-                            PorfRelu, SoftmaxFeat, SoftmaxFeatJoint, SoftmaxFeatSeparate),
-                           (float, double)) {
+                           COULOMB_TEST_EVERY_MAP, (float, double)) {
   using Map = typename TestType::Map;
   using S = typename Map::Scalar;
   coulomb::Rng rng = coulomb_test::test_rng(std::string("OutputDim/") + Map::name());

@@ -400,9 +400,7 @@ bool same_phases(const Map& a, const Map& b) {
 }  // namespace
 
 TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_SameSeedSameParticles", "[random][features]",
-                           (Rff, RffCosSin, FavorPlus, FavorHyperbolic, PorfExp, PorfSoftplus,
-                            PorfRelu, SoftmaxFeat, SoftmaxFeatJoint, SoftmaxFeatSeparate),
-                           (float, double)) {
+                           COULOMB_TEST_EVERY_MAP, (float, double)) {
   using Map = typename TestType::Map;
   const std::uint64_t seed = coulomb_test::base_seed() ^ 0x51ED;
   const Index d = 5;
@@ -439,9 +437,7 @@ TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_SameSeedSameParticles", "[random][feature
 }
 
 TEMPLATE_PRODUCT_TEST_CASE("FeatureMap_FloatAndDoubleShareParticles", "[random][features]",
-                           (Rff, RffCosSin, FavorPlus, FavorHyperbolic, PorfExp, PorfSoftplus,
-                            PorfRelu, SoftmaxFeat, SoftmaxFeatJoint, SoftmaxFeatSeparate),
-                           (float)) {
+                           COULOMB_TEST_EVERY_MAP, (float)) {
   // Particles are drawn in double and rounded: a float map and a double map built from the
   // same seed hold the same Ω up to the rounding of each entry to float.
   using FloatMap = typename TestType::Map;

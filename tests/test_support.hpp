@@ -332,6 +332,12 @@ struct SoftmaxFeatSeparate {
 
 }  // namespace cases
 
+/// The case of every map, for TEMPLATE_PRODUCT_TEST_CASE(name, tags, COULOMB_TEST_EVERY_MAP,
+/// (float, double)) in a file that uses namespace coulomb_test::cases.
+#define COULOMB_TEST_EVERY_MAP                                                               \
+  (Rff, RffCosSin, FavorPlus, FavorHyperbolic, PorfExp, PorfSoftplus, PorfRelu, SoftmaxFeat, \
+   SoftmaxFeatJoint, SoftmaxFeatSeparate)
+
 /// Name of a case for messages and per-test seeds: `prefix`, the map's name(), plus ε for
 /// PORF-relu. (Built with a stream: GCC 12 gives a bogus -Warray-bounds for some
 /// std::string + std::string at -O3.)
