@@ -225,8 +225,8 @@ void causal_sweep(const LinearBlocks<Map>& ops, const LinearTask<typename Map::S
 }
 
 /// Forward of task t; with `kept` (the task's kept blocks), its features and intra-block weights
-/// are kept there, and what the backward needs recorded: record_block, and the key sums
-/// entering each block (ws.block_states).
+/// are kept there with the key sums entering each block, and the rest of what the backward
+/// needs recorded (record_block).
 template <typename Map, typename OutBlock>
 void causal_forward_task(const LinearBlocks<Map>& ops, const LinearTask<typename Map::Scalar>& tk,
                          const LinearPlan& plan, LinearWorkspaceData<typename Map::Scalar>& ws,
@@ -238,7 +238,7 @@ void causal_forward_task(const LinearBlocks<Map>& ops, const LinearTask<typename
                  ops.write_outputs(buf, dv, out.middleRows(r0, n));
                  if (kept) {
                    record_block(ws, t, c, r0, n, buf, st);
-                   ws.block_states[static_cast<std::size_t>(t * plan.blocks + c)] = st.sz;
+                   kept[c].state = st.sz;
                  }
                });
 }

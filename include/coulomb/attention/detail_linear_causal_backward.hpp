@@ -184,9 +184,9 @@ void key_gradients(const LinearBlocks<Map>& ops, const LinearTask<typename Map::
 }
 
 /// Backward of task t (column t of ws.inv_den, ws.rfac and ws.block_shift). With `kept` (the
-/// task's blocks kept by its forward, which also recorded those columns and the key sums entering
-/// each block in ws.block_states), both sweeps take features, states and intra-block weights
-/// from the forward; without, sweep A runs the forward sweep again and records the columns, and
+/// task's blocks kept by its forward with the key sums entering each, the forward having also
+/// recorded those columns), both sweeps take features, states and intra-block weights from the
+/// forward; without, sweep A runs the forward sweep again and records the columns, and
 /// sweep B maps again. Both ways do the same arithmetic in the same order.
 template <typename Map>
 void causal_backward_task(const LinearBlocks<Map>& ops, const LinearTask<typename Map::Scalar>& tk,
@@ -207,18 +207,17 @@ void causal_backward_task(const LinearBlocks<Map>& ops, const LinearTask<typenam
     query_gradients(ops, tk, plan, r0, n, S, any_key, buf, sc, views.dQ.middleRows(r0, n));
   };
   if (kept) {
-    const Matrix<Scalar>* states = ws.block_states.data() + t * plan.blocks;
     run_parts(plan, thread, [&](Index p, int th) {
-      for_each_block(
-          plan, plan.part_begin(p), plan.part_begin(p + 1),
-          ws.scratch[static_cast<std::size_t>(th)], [&](Index c, Index r0, Index n, Buffers& buf) {
-            KeptBlock<Scalar>& kb = kept[c];
-            swap_features(buf, kb);
-            buf.inv_den = inv_den.segment(r0, n);
-            causal_shifts(n, block_shift(c), kb.any_key, buf);
-            queries(r0, n, buf, ws.scratch[static_cast<std::size_t>(th)], states[c], kb.any_key);
-            swap_features(buf, kb);
-          });
+      auto& sc = ws.scratch[static_cast<std::size_t>(th)];
+      for_each_block(plan, plan.part_begin(p), plan.part_begin(p + 1), sc,
+                     [&](Index c, Index r0, Index n, Buffers& buf) {
+                       KeptBlock<Scalar>& kb = kept[c];
+                       swap_features(buf, kb);
+                       buf.inv_den = inv_den.segment(r0, n);
+                       causal_shifts(n, block_shift(c), kb.any_key, buf);
+                       queries(r0, n, buf, sc, kb.state, kb.any_key);
+                       swap_features(buf, kb);
+                     });
     });
   } else {
     causal_sweep(ops, tk, plan, ws, thread, nullptr,

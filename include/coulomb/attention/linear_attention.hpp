@@ -231,16 +231,13 @@ class LinearAttention : public AttentionBase<LinearAttention<Map>, typename Map:
     }
   }
 
-  /// Sizes what a causal forward records for its backward (detail::record_block), and with
-  /// `states` the key sums entering every block.
+  /// Sizes what a causal forward records for its backward (detail::record_block).
   static void size_causal_record(detail::LinearWorkspaceData<Scalar>& ws,
-                                 const detail::LinearPlan& plan, bool states) {
+                                 const detail::LinearPlan& plan) {
     const Index tasks = plan.dims.tasks();
     ws.inv_den.resize(plan.dims.length, tasks);
     ws.rfac.resize(plan.dims.length, tasks);
     ws.block_shift.resize(plan.blocks, tasks);
-    const auto count = static_cast<std::size_t>(tasks * plan.blocks);
-    if (states && ws.block_states.size() < count) ws.block_states.resize(count);
   }
 
   void forward_impl(const detail::AttentionDims& dims, const ConstRef& Q, const ConstRef& K,
@@ -259,7 +256,7 @@ class LinearAttention : public AttentionBase<LinearAttention<Map>, typename Map:
     const bool keep = keeps_features();
     if (keep && ws.kept.size() < tasks * static_cast<std::size_t>(plan.blocks))
       ws.kept.resize(tasks * static_cast<std::size_t>(plan.blocks));
-    if (keep && causal) size_causal_record(ws, plan, true);
+    if (keep && causal) size_causal_record(ws, plan);
     const detail::LinearBlocks<Map> ops = blocks();
     detail::run_tasks(plan, [&](Index t, int thread) {
       const auto tk = ops.task(detail::attention_task<Scalar>(Q, K, V, mask, dims, t));
@@ -292,7 +289,7 @@ class LinearAttention : public AttentionBase<LinearAttention<Map>, typename Map:
     grads.dQ.resize(Q.rows(), Q.cols());
     grads.dK.resize(K.rows(), K.cols());
     grads.dV.resize(V.rows(), V.cols());
-    if (causal) size_causal_record(ws, plan, false);
+    if (causal) size_causal_record(ws, plan);
     const detail::LinearBlocks<Map> ops = blocks();
     detail::run_tasks(plan, [&](Index t, int thread) {
       const auto tk = ops.task(detail::attention_task<Scalar>(Q, K, V, mask, dims, t));

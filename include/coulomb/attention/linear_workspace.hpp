@@ -96,6 +96,7 @@ struct KeptBlock {
   Scalar shift = 0;          // non-causal: the block's key shift b (−∞: no real key)
   Vector<Scalar> log_scale;  // causal: the keys' shifts per row (−∞ at padding)
   Matrix<Scalar> a;          // causal: the intra-block weights A (when any_key)
+  Matrix<Scalar> state;      // causal: the key sums Sz entering the block
   bool any_key = false;      // causal: whether the block has a real key
 };
 
@@ -141,10 +142,9 @@ struct LinearWorkspaceData {
   Matrix<Scalar> inv_den;      // L × tasks (causal backward): 1 / denominators
   Matrix<Scalar> rfac;         // L × tasks (causal backward): r_i
   Matrix<Scalar> block_shift;  // blocks × tasks (causal backward): state shift entering a block
-  std::vector<Matrix<Scalar>> block_states;  // tasks × blocks (causal backward): Sz entering
-  std::vector<KeptBlock<Scalar>> kept;       // tasks × blocks (keep_features)
-  ForwardRecord forward;    // the last non-causal forward, whose key sums are in saved
-  bool kept_valid = false;  // kept holds the features of the last forward
+  std::vector<KeptBlock<Scalar>> kept;  // tasks × blocks (keep_features)
+  ForwardRecord forward;                // the last non-causal forward, whose key sums are in saved
+  bool kept_valid = false;              // kept holds the features of the last forward
 };
 
 }  // namespace detail
