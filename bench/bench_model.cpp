@@ -3,9 +3,10 @@
 // size of the sentence benchmarks: d_model 64, 4 heads (d_head 16), 2 layers, d_ff 256,
 // m = 64 FAVOR+ features per layer (one Ω per layer), vocabulary 16,384, 2 classes, dropout 0.1.
 //
-// Inference (evaluation forward, no dropout) for L ∈ {64, 256, 1024, 4096} with a fixed number
-// of tokens per batch, B·L = 8192 (B = 128, 32, 8, 2), every sequence of full length L; three
-// variants of one model (same seed, max_length 4096):
+// Inference (TextClassifier::infer: the evaluation forward's logits, no dropout) for
+// L ∈ {64, 256, 1024, 4096} with a fixed number of tokens per batch, B·L = 8192 (B = 128, 32,
+// 8, 2), every sequence of full length L; three variants of one model (same seed, max_length
+// 4096):
 //   Inference/vanilla  linear attention, Ω as drawn (FAVOR+, Gaussian rows);
 //   Inference/learned  the same model after set_omega with another Ω (the vanilla Ω moved by
 //                      the noise of 25 Langevin steps, η = 0.01, β = 1, and rescaled row by
@@ -165,10 +166,10 @@ void BM_Inference(benchmark::State& state) {
   }
   const coulomb::TokenBatch batch = make_batch(L, B, L, model->config().vocab_size, 7);
   Mat logits;
-  model->forward(batch, logits);  // size and touch every buffer
-  model->forward(batch, logits);
+  model->infer(batch, logits);  // size and touch every buffer
+  model->infer(batch, logits);
   for (auto _ : state) {
-    model->forward(batch, logits);
+    model->infer(batch, logits);
     benchmark::DoNotOptimize(logits.data());
     benchmark::ClobberMemory();
   }

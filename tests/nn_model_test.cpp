@@ -3,7 +3,8 @@
 // features (and, in the same types, exact softmax attention): backward passes of the block and
 // the layer against central finite differences, end-to-end gradients against central finite
 // differences in double, invariance to padding, reproducibility, the parameter list, the Phase A
-// representations, access to Ω, bad input, and a few optimization steps that fit a small batch;
+// representations, access to Ω, bad input, inference (infer against the evaluation forward),
+// and a few optimization steps that fit a small batch;
 // the pair head (PairPool's features and backward, the model's gradients with it against finite
 // differences, padding invariance, that it tells the two sentences apart, bad configurations).
 #include <catch2/catch.hpp>
@@ -324,6 +325,58 @@ TEST_CASE("NnTextClassifier_ReproducibleForASeed", "[nn][model]") {
   // Other dropout draws give other logits.
   b.forward(batch, lo, true, ro);
   CHECK(lo != la);
+}
+
+// infer computes the evaluation forward's logits with the feed-forward part of every layer in
+// blocks of rows (EncoderLayer::infer): the same operations on every entry, so the same bits,
+// for any number of rows (here 37 x 13 = 481, three blocks and a ragged last one with one
+// thread) and threads; it keeps nothing for backward, which then throws until a forward.
+template <typename Scalar>
+void check_infer_equals_forward() {
+  using FloatModel = coulomb::nn::TextClassifier<coulomb::FavorPlus<Scalar>>;
+  coulomb::Rng rng = coulomb_test::test_rng("NnTextClassifier_InferGivesTheForwardsLogits");
+  std::vector<Index> lengths;
+  for (Index b = 0; b < 13; ++b) lengths.push_back(5 + (b * 7) % 33);
+  for (const AttentionKind kind : {AttentionKind::linear, AttentionKind::softmax})
+    for (const int threads : {1, 2}) {
+      INFO("attention " << coulomb::nn::to_string(kind) << ", threads " << threads);
+      TextClassifierConfig c = small_config();
+      c.attention = kind;
+      c.max_length = 40;
+      c.d_ff = 20;
+      c.num_threads = threads;
+      FloatModel model(c, 31);
+      const coulomb::TokenBatch batch = make_batch(lengths, 37, c.vocab_size, c.num_classes, rng);
+      Mat<Scalar> expected, logits, dlogits;
+      model.forward(batch, expected);
+      model.infer(batch, logits);
+      CHECK(logits == expected);
+      coulomb::nn::softmax_cross_entropy(logits, batch.labels, dlogits);
+      CHECK_THROWS_WITH(model.backward(dlogits), Contains("no forward"));
+      // A forward after infer differentiates again, with the gradients of a fresh model.
+      model.forward(batch, logits);
+      model.zero_grad();
+      model.backward(dlogits);
+      FloatModel fresh(c, 31);
+      fresh.forward(batch, logits);
+      fresh.zero_grad();
+      fresh.backward(dlogits);
+      const auto pm = model.parameters();
+      const auto pf = fresh.parameters();
+      for (std::size_t k = 0; k < pm.size(); ++k) {
+        INFO(pm[k].name);
+        CHECK(*pm[k].gradient == *pf[k].gradient);
+      }
+    }
+}
+
+TEST_CASE("NnTextClassifier_InferGivesTheForwardsLogits", "[nn][model]") {
+  SECTION("double") {
+    check_infer_equals_forward<double>();
+  }
+  SECTION("float") {
+    check_infer_equals_forward<float>();
+  }
 }
 
 TEST_CASE("NnTextClassifier_ParameterList", "[nn][model]") {

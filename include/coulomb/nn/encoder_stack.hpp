@@ -191,6 +191,14 @@ class EncoderStack {
     for (auto& layer : layers_) layer.forward(x, mask, training, rng, precision);
   }
 
+  /// x ← layer_N(… layer_1(x)) in place for inference (EncoderLayer::infer: forward's values
+  /// without training, keeping nothing for backward).
+  void infer(MatrixType& x, const PaddingMask& mask,
+             InferencePrecision precision = InferencePrecision::fp32) {
+    for (Map& map : maps_) map.particles_written();
+    for (auto& layer : layers_) layer.infer(x, mask, precision);
+  }
+
   /// dx ← ∂L/∂(stack input) in place, given dx = ∂L/∂(stack output) of the last forward (same
   /// mask). Adds every layer's parameter gradients, and ∂L/∂Ω when omega_gradient().
   void backward(MatrixType& dx, const PaddingMask& mask) {

@@ -373,35 +373,21 @@ class LayerNorm : public detail::LayerTypes<Scalar> {
   /// 1/√(σ² + ε) of each row for backward.
   void forward(const ConstMatrixRef<Scalar>& X, Matrix<Scalar>& Y) {
     detail::require_cols(X, dim(), "coulomb::nn::LayerNorm::forward", "X");
-    const Index n = X.rows();
-    const Index d = dim();
-    const Scalar inv_d = Scalar(1) / static_cast<Scalar>(d);
-    mean_.resize(n);
-    rstd_.resize(n);
-    xhat_.resize(n, d);
-    Y.resize(n, d);
-    // Blocks of rows, so that a block's statistics stay in the L1 cache over the d columns;
-    // every entry is computed as over whole columns (the same operations in the same order).
-    for (Index r0 = 0; r0 < n; r0 += row_block) {
-      const Index m = std::min(row_block, n - r0);
-      auto mean = mean_.segment(r0, m);
-      auto rstd = rstd_.segment(r0, m);
-      mean.setZero();
-      for (Index j = 0; j < d; ++j) mean += X.col(j).segment(r0, m);
-      mean *= inv_d;
-      rstd.setZero();
-      for (Index j = 0; j < d; ++j) {
-        auto xhat = xhat_.col(j).segment(r0, m);
-        xhat = X.col(j).segment(r0, m) - mean;
-        rstd.array() += xhat.array().square();
-      }
-      rstd = (rstd.array() * inv_d + epsilon_).rsqrt();
-      for (Index j = 0; j < d; ++j) {
-        auto xhat = xhat_.col(j).segment(r0, m).array();
-        xhat *= rstd.array();
-        Y.col(j).segment(r0, m).array() = xhat * gain_(j, 0) + bias_(j, 0);
-      }
-    }
+    normalize(X, Y, xhat_, mean_, rstd_);
+  }
+
+  /// What apply() writes besides Y: the normalized rows and their statistics, reused across
+  /// calls.
+  struct Workspace {
+    Matrix<Scalar> xhat;
+    Vector<Scalar> mean, rstd;
+  };
+
+  /// Y = LayerNorm(X) as forward computes it, bit for bit, without keeping anything for
+  /// backward (inference; `ws` holds the intermediates). Y is resized and must not alias X.
+  void apply(const ConstMatrixRef<Scalar>& X, Matrix<Scalar>& Y, Workspace& ws) const {
+    detail::require_cols(X, dim(), "coulomb::nn::LayerNorm::apply", "X");
+    normalize(X, Y, ws.xhat, ws.mean, ws.rstd);
   }
 
   /// Given dY = ∂L/∂Y of the last forward: ∂L/∂γ += Σ_rows dY ⊙ x̂, ∂L/∂β += Σ_rows dY, and
@@ -470,6 +456,39 @@ class LayerNorm : public detail::LayerTypes<Scalar> {
   const Matrix<Scalar>& bias_gradient() const noexcept { return dbias_; }
 
  private:
+  void normalize(const ConstMatrixRef<Scalar>& X, Matrix<Scalar>& Y, Matrix<Scalar>& xhat_all,
+                 Vector<Scalar>& mean_all, Vector<Scalar>& rstd_all) const {
+    const Index n = X.rows();
+    const Index d = dim();
+    const Scalar inv_d = Scalar(1) / static_cast<Scalar>(d);
+    mean_all.resize(n);
+    rstd_all.resize(n);
+    xhat_all.resize(n, d);
+    Y.resize(n, d);
+    // Blocks of rows, so that a block's statistics stay in the L1 cache over the d columns;
+    // every entry is computed as over whole columns (the same operations in the same order).
+    for (Index r0 = 0; r0 < n; r0 += row_block) {
+      const Index m = std::min(row_block, n - r0);
+      auto mean = mean_all.segment(r0, m);
+      auto rstd = rstd_all.segment(r0, m);
+      mean.setZero();
+      for (Index j = 0; j < d; ++j) mean += X.col(j).segment(r0, m);
+      mean *= inv_d;
+      rstd.setZero();
+      for (Index j = 0; j < d; ++j) {
+        auto xhat = xhat_all.col(j).segment(r0, m);
+        xhat = X.col(j).segment(r0, m) - mean;
+        rstd.array() += xhat.array().square();
+      }
+      rstd = (rstd.array() * inv_d + epsilon_).rsqrt();
+      for (Index j = 0; j < d; ++j) {
+        auto xhat = xhat_all.col(j).segment(r0, m).array();
+        xhat *= rstd.array();
+        Y.col(j).segment(r0, m).array() = xhat * gain_(j, 0) + bias_(j, 0);
+      }
+    }
+  }
+
   Matrix<Scalar> gain_, bias_, dgain_, dbias_;
   // Rows per block of forward and backward: a multiple of every SIMD width, so the blocks
   // split the columns where the vectorized loops over whole columns would.
@@ -493,17 +512,26 @@ class Gelu : public detail::LayerTypes<Scalar> {
   /// next backward, which then does not compute it again (training; it costs one more matrix
   /// of X's shape); the values are the same either way, bit for bit.
   void forward(const ConstMatrixRef<Scalar>& X, Matrix<Scalar>& Y, bool keep_tanh) {
-    Y.resize(X.rows(), X.cols());
     kept_ = keep_tanh;
-    if (keep_tanh) tanh_.resize(X.rows(), X.cols());
+    if (!keep_tanh) {
+      apply(X, Y);
+      return;
+    }
+    Y.resize(X.rows(), X.cols());
+    tanh_.resize(X.rows(), X.cols());
     for (Index j = 0; j < X.cols(); ++j) {
       const auto x = X.col(j).array();
-      if (keep_tanh) {
-        tanh_.col(j).array() = (c0 * (x + c1 * x.cube())).tanh();
-        Y.col(j).array() = Scalar(0.5) * x * (Scalar(1) + tanh_.col(j).array());
-      } else {
-        Y.col(j).array() = Scalar(0.5) * x * (Scalar(1) + (c0 * (x + c1 * x.cube())).tanh());
-      }
+      tanh_.col(j).array() = (c0 * (x + c1 * x.cube())).tanh();
+      Y.col(j).array() = Scalar(0.5) * x * (Scalar(1) + tanh_.col(j).array());
+    }
+  }
+
+  /// Y = gelu(X) as forward computes it, without keeping anything (inference). Y is resized.
+  static void apply(const ConstMatrixRef<Scalar>& X, Matrix<Scalar>& Y) {
+    Y.resize(X.rows(), X.cols());
+    for (Index j = 0; j < X.cols(); ++j) {
+      const auto x = X.col(j).array();
+      Y.col(j).array() = Scalar(0.5) * x * (Scalar(1) + (c0 * (x + c1 * x.cube())).tanh());
     }
   }
 

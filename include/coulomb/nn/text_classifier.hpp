@@ -107,39 +107,21 @@ class TextClassifier : public EncoderAccess<TextClassifier<Map>, Map> {
   /// ids or segments out of range, shapes that differ, overlap features missing or not finite
   /// with config.pair_overlap).
   void forward(const TokenBatch& batch, MatrixType& logits, bool training, Rng& rng) {
-    check_batch(batch, "coulomb::nn::TextClassifier::forward");
-    const Index L = batch.length();
-    const Index B = batch.size();
-    const auto n = static_cast<std::size_t>(L * B);
-    length_ = L;
-    batch_ = B;
-    ids_.assign(batch.ids.data(), batch.ids.data() + n);
-    mask_ = batch.mask;
-    token_.forward(ids_, x_);
-    if (config_.pair_alignment) tokens_ = x_;  // only with the pair head (validate_config)
-    position_.forward_add(L, B, x_);
-    if (config_.use_segments) {
-      segments_.assign(batch.segments.data(), batch.segments.data() + n);
-      segment_.forward_add(segments_, x_);
-    }
-    embed_dropout_.forward(x_, training, rng);
-    encoder_.forward(x_, mask_, training, rng,
-                     training ? InferencePrecision::fp32 : inference_precision_);
-    final_norm_.forward(x_, hf_);
-    if (config_.pooling == PoolingKind::pair) {
-      pair_head_.forward(hf_, tokens_, mask_, segments_, batch.overlap, training, rng);
-      classifier_.forward(pair_head_.output(), logits);
-    } else {
-      pool_.forward(hf_, mask_, pooled_);
-      classifier_.forward(pooled_, logits);
-    }
-    has_forward_ = true;
+    run_forward(batch, logits, training, rng, false);
   }
 
   /// Evaluation forward (no dropout), in inference_precision().
   void forward(const TokenBatch& batch, MatrixType& logits) {
     Rng unused(0);
     forward(batch, logits, false, unused);
+  }
+
+  /// Inference: the logits of the evaluation forward, bit for bit, computed without what
+  /// backward needs (EncoderStack::infer: the feed-forward part of each layer in blocks of rows
+  /// that stay in cache). backward then throws until the next forward. Throws as forward.
+  void infer(const TokenBatch& batch, MatrixType& logits) {
+    Rng unused(0);
+    run_forward(batch, logits, false, unused, true);
   }
 
   /// Adds ∂loss/∂parameter to the gradient of every parameter, given dlogits = ∂loss/∂logits
@@ -266,6 +248,44 @@ class TextClassifier : public EncoderAccess<TextClassifier<Map>, Map> {
   }
 
  private:
+  // The forward of forward() and infer(): with `inference`, the encoder's infer (no dropout,
+  // nothing kept for backward); `rng` is used only with `training`.
+  void run_forward(const TokenBatch& batch, MatrixType& logits, bool training, Rng& rng,
+                   bool inference) {
+    check_batch(batch, inference ? "coulomb::nn::TextClassifier::infer"
+                                 : "coulomb::nn::TextClassifier::forward");
+    const Index L = batch.length();
+    const Index B = batch.size();
+    const auto n = static_cast<std::size_t>(L * B);
+    length_ = L;
+    batch_ = B;
+    ids_.assign(batch.ids.data(), batch.ids.data() + n);
+    mask_ = batch.mask;
+    token_.forward(ids_, x_);
+    if (config_.pair_alignment) tokens_ = x_;  // only with the pair head (validate_config)
+    position_.forward_add(L, B, x_);
+    if (config_.use_segments) {
+      segments_.assign(batch.segments.data(), batch.segments.data() + n);
+      segment_.forward_add(segments_, x_);
+    }
+    if (inference) {
+      encoder_.infer(x_, mask_, inference_precision_);
+    } else {
+      embed_dropout_.forward(x_, training, rng);
+      encoder_.forward(x_, mask_, training, rng,
+                       training ? InferencePrecision::fp32 : inference_precision_);
+    }
+    final_norm_.forward(x_, hf_);
+    if (config_.pooling == PoolingKind::pair) {
+      pair_head_.forward(hf_, tokens_, mask_, segments_, batch.overlap, training, rng);
+      classifier_.forward(pair_head_.output(), logits);
+    } else {
+      pool_.forward(hf_, mask_, pooled_);
+      classifier_.forward(pooled_, logits);
+    }
+    has_forward_ = !inference;
+  }
+
   friend class EncoderAccess<TextClassifier, Map>;
   static constexpr const char* class_name = "coulomb::nn::TextClassifier::";
 

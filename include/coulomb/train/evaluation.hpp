@@ -98,7 +98,7 @@ class Evaluator {
       indices_.resize(static_cast<std::size_t>(count));
       for (Index b = 0; b < count; ++b) indices_[static_cast<std::size_t>(b)] = start + b;
       make_batch(data, std::span<const Index>(indices_), batch_);
-      model.forward(batch_, logits_);
+      model.infer(batch_, logits_);
       nn::softmax_probabilities(logits_, batch_probs_);
       probs_.middleRows(start, count) = batch_probs_;
     }
