@@ -33,17 +33,18 @@ void exp_features(const Eigen::MatrixBase<D>& X, const PackedOperand<Scalar>& om
   const Index n = X.rows();
   const Index m = omega_t.cols();
   Phi.resize(n, hyperbolic ? 2 * m : m);
-  Vector<Scalar> local_scale;
+  // Buffers of the calling thread, reused across calls (the attention maps small blocks).
+  static thread_local Vector<Scalar> local_scale, offsets, row_max;
   Vector<Scalar>& shift = log_scale ? *log_scale : local_scale;
   shift.resize(n);
   if (n == 0) return;
 
   // log c with c = 1/√D, folded into the offsets: Φ_ij = exp(±z_ij − offset_i).
   const Scalar log_c = static_cast<Scalar>(-0.5 * std::log(static_cast<double>(Phi.cols())));
-  Vector<Scalar> offsets = Scalar(0.5) * X.rowwise().squaredNorm();  // h_i
+  offsets = Scalar(0.5) * X.rowwise().squaredNorm();  // h_i
   const Index block = exp_block_rows<Scalar>(Phi.cols());
   // Largest exponent of each row before any shift: max_j z_ij (max_j |z_ij| when hyperbolic).
-  Vector<Scalar> row_max(stabilizer == Stabilizer::none ? 0 : n);
+  row_max.resize(stabilizer == Stabilizer::none ? 0 : n);
 
   // One GEMM for all rows (faster than one per row block), then the elementwise passes block
   // by block, so that a block stays in cache between them.
