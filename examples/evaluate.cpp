@@ -128,7 +128,7 @@ coulomb::Matrix<double> predict(Model& model, const coulomb::EncodedDataset& dat
     indices.resize(static_cast<std::size_t>(count));
     for (Index k = 0; k < count; ++k) indices[static_cast<std::size_t>(k)] = start + k;
     coulomb::make_batch(data, indices, batch);
-    model.forward(batch, logits);
+    model.infer(batch, logits);
     coulomb::nn::softmax_probabilities(logits.template cast<double>(), p);
     probs.middleRows(start, count) = p;
   }

@@ -245,7 +245,6 @@ double accuracy(Model& model, const coulomb::data::TokenSequenceDataset& split, 
                 train::Collective* collective) {
   nn::SequenceBatch batch;
   Matrix logits;
-  coulomb::Rng unused(0);
   double correct = 0, total = 0;
   std::vector<Index> idx;
   const Index batches = (split.size() + batch_size - 1) / batch_size;
@@ -257,7 +256,10 @@ double accuracy(Model& model, const coulomb::data::TokenSequenceDataset& split, 
     idx.resize(static_cast<std::size_t>(std::min(batch_size, split.size() - first)));
     std::iota(idx.begin(), idx.end(), first);
     nn::make_sequence_batch(split, idx, batch);
-    batch_logits(model, batch, logits, false, unused);
+    if (model.config().head == nn::SequenceHead::classification)
+      model.infer(batch.ids, batch.mask, logits);
+    else
+      model.infer_rows(batch.ids, batch.mask, batch.rows, logits);
     const auto y = batch_targets(model.config().head, batch);
     for (Index r = 0; r < logits.rows(); ++r) {
       Index best = 0;

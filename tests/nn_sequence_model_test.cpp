@@ -2,9 +2,9 @@
 // The sequence model (nn/sequence_model.hpp): every head's backward against central differences in
 // double (causal LM with rotary positions and trainable Ω, per-token outputs at chosen rows with
 // sinusoidal positions and tied, shared Ω, softmax attention, classification with rotary
-// positions); padding does not change the outputs of real tokens; fully padded and length-1
-// sequences give finite outputs and gradients; bad configurations and inputs throw, naming the
-// argument.
+// positions); padding does not change the outputs of real tokens; infer gives forward's logits;
+// fully padded and length-1 sequences give finite outputs and gradients; bad configurations and
+// inputs throw, naming the argument.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -265,6 +265,41 @@ TEST_CASE("NnSequenceModel_PaddingDoesNotChangeRealTokens", "[nn][sequence][mode
         }
     }
   }
+}
+
+// infer (EncoderStack::infer: the feed-forward part in blocks of rows) gives the evaluation
+// forward's logits bit for bit, for every head, causal and not, one and two threads, over 450
+// rows (several blocks and a ragged last one); a backward after it throws.
+TEST_CASE("NnSequenceModel_InferGivesTheForwardsLogits", "[nn][sequence][model]") {
+  coulomb::Rng rng = coulomb_test::test_rng("NnSequenceModel_InferGivesTheForwardsLogits");
+  std::vector<Index> lengths;
+  for (Index b = 0; b < 15; ++b) lengths.push_back(3 + (b * 5) % 28);
+  const coulomb::TokenBatch batch = make_batch(lengths, 30, 11, 3, rng);
+  for (const auto head :
+       {SequenceHead::causal_lm, SequenceHead::per_token, SequenceHead::classification})
+    for (const auto kind : {AttentionKind::linear, AttentionKind::softmax})
+      for (const int threads : {1, 2}) {
+        SequenceModelConfig c = small_config(head, PositionKind::rotary);
+        c.attention = kind;
+        c.max_length = 30;
+        c.num_threads = threads;
+        Model model(c, 41);
+        INFO(coulomb::nn::to_string(head)
+             << ", " << coulomb::nn::to_string(kind) << ", " << threads << " threads");
+        Mat<double> expected, logits;
+        model.forward(batch.ids, batch.mask, expected);
+        model.infer(batch.ids, batch.mask, logits);
+        CHECK(logits == expected);
+        CHECK_THROWS_WITH(model.backward(logits), Contains("infer keeps nothing"));
+        if (head != SequenceHead::classification) {
+          const Targets y = token_targets(batch.ids, batch.mask, 3, rng);
+          Mat<double> rows;
+          model.infer_rows(batch.ids, batch.mask, y.rows, rows);
+          REQUIRE(rows.rows() == static_cast<Index>(y.rows.size()));
+          for (std::size_t r = 0; r < y.rows.size(); ++r)
+            CHECK(rows.row(static_cast<Index>(r)) == expected.row(y.rows[r]));
+        }
+      }
 }
 
 TEST_CASE("NnSequenceModel_FullyPaddedAndLengthOneAreFinite", "[nn][sequence][model]") {

@@ -141,6 +141,28 @@ class SequenceModel : public EncoderAccess<SequenceModel<Map>, Map> {
     forward(ids, mask, logits, false, unused);
   }
 
+  /// Inference: the evaluation forward's logits, bit for bit, without what backward needs
+  /// (EncoderStack::infer: each layer's feed-forward part in blocks of rows that stay in
+  /// cache); backward then throws until the next forward. Throws as forward.
+  void infer(const TokenArray& ids, const PaddingMask& mask, MatrixType& logits) {
+    Rng unused(0);
+    run_forward(ids, mask, nullptr, logits, false, unused, true, true);
+  }
+
+  /// infer() of a per-token head at the rows `rows` only, as forward_rows. Throws as
+  /// forward_rows.
+  void infer_rows(const TokenArray& ids, const PaddingMask& mask, std::span<const Index> rows,
+                  MatrixType& logits) {
+    const char* where = "coulomb::nn::SequenceModel::infer_rows";
+    if (config_.head == SequenceHead::classification)
+      detail::throw_invalid(where,
+                            "the classification head has one output per sequence; use "
+                            "infer");
+    check_rows(rows, mask, where);
+    Rng unused(0);
+    run_forward(ids, mask, &rows, logits, false, unused, true, true);
+  }
+
   /// A per-token head's logits at the rows `rows` only (|rows| × C; row r = b·L + t), for
   /// example the positions that have a target: the head's product then costs |rows|·d·C instead
   /// of B·L·d·C. Throws invalid_argument for the classification head, or a row outside [0, B·L)
@@ -183,14 +205,15 @@ class SequenceModel : public EncoderAccess<SequenceModel<Map>, Map> {
 
   /// Adds ∂loss/∂parameter to every gradient, given dlogits = ∂loss/∂logits of the last forward
   /// (its shape). Ω's gradient is added only when Ω is trainable. Throws invalid_argument without
-  /// a forward (or after a step, which replaces what backward needs), or for dlogits of
+  /// a forward (or after infer or a step, which replace what backward needs), or for dlogits of
   /// another shape or non-finite.
   void backward(const ConstRef& dlogits) {
     const char* where = "coulomb::nn::SequenceModel::backward";
     if (!(has_forward_))
       detail::throw_invalid(where,
-                            "argument 'dlogits': no forward to differentiate (a step "
-                            "since the last forward replaces what backward needs)");
+                            "argument 'dlogits': no forward to differentiate (infer keeps "
+                            "nothing for backward, and a step since the last forward "
+                            "replaces what it needs)");
     detail::require_shape(dlogits, logit_rows_, config_.output_dim(), where, "dlogits");
     detail::require_finite(dlogits, where, "dlogits");
     if (config_.head == SequenceHead::classification) {
@@ -360,8 +383,10 @@ class SequenceModel : public EncoderAccess<SequenceModel<Map>, Map> {
   /// backward(dlogits) is not allowed after it.
   void run_forward(const TokenArray& ids, const PaddingMask& mask,
                    const std::span<const Index>* rows, MatrixType& logits, bool training, Rng& rng,
-                   bool head = true) {
-    check_batch(ids, mask, "coulomb::nn::SequenceModel::forward");
+                   bool head = true, bool inference = false) {
+    check_batch(
+        ids, mask,
+        inference ? "coulomb::nn::SequenceModel::infer" : "coulomb::nn::SequenceModel::forward");
     has_forward_ = false;
     const Index L = ids.rows();
     const Index B = ids.cols();
@@ -373,8 +398,12 @@ class SequenceModel : public EncoderAccess<SequenceModel<Map>, Map> {
     token_.forward(ids_, x_);
     if (config_.positions == PositionKind::learned) position_.forward_add(L, B, x_);
     if (config_.positions == PositionKind::sinusoidal) sinusoid_.forward_add(L, B, x_);
-    embed_dropout_.forward(x_, training, rng);
-    encoder_.forward(x_, mask_, training, rng);
+    if (inference) {
+      encoder_.infer(x_, mask_);
+    } else {
+      embed_dropout_.forward(x_, training, rng);
+      encoder_.forward(x_, mask_, training, rng);
+    }
     final_norm_.forward(x_, hf_);
     all_rows_ = rows == nullptr;
     if (config_.head == SequenceHead::classification) {
@@ -392,7 +421,7 @@ class SequenceModel : public EncoderAccess<SequenceModel<Map>, Map> {
       head_.forward(selected_, logits);
     }
     logit_rows_ = logits.rows();
-    has_forward_ = true;
+    has_forward_ = !inference;
   }
 
   void run_step(std::span<const TokenId> ids, const ValidMask* valid, MatrixType& logits,
