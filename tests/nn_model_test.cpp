@@ -167,12 +167,17 @@ TEST_CASE("NnEncoderLayer_BackwardMatchesFiniteDifferences", "[nn][encoder]") {
   const PaddingMask mask = mask_of(L, {4, 2, 3});
   Mat<double> X = gaussian(3 * L, 8, rng);
   const Mat<double> R = gaussian(3 * L, 8, rng);
+  // No forward yet, or only infer (which keeps nothing): backward refuses.
+  Mat<double> x = X, dx0 = R;
+  CHECK_THROWS_WITH(layer.backward(dx0, mask), Contains("no forward"));
+  layer.infer(x, mask);
+  CHECK_THROWS_WITH(layer.backward(dx0, mask), Contains("no forward"));
   // Dropout with a fixed mask: the same generator state at every evaluation.
   auto run = [&](Mat<double>& x) {
     coulomb::Rng dropout_rng(99);
     layer.forward(x, mask, true, dropout_rng);
   };
-  Mat<double> x = X;
+  x = X;
   run(x);
   layer.zero_grad();
   Mat<double> dx = R;

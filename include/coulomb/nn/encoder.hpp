@@ -148,12 +148,13 @@ class EncoderLayer {
   }
 
   /// dx ← ∂L/∂(layer input) in place, given dx = ∂L/∂(layer output) of the last forward
-  /// (same mask). Adds the parameter gradients. Throws invalid_argument after infer (or
-  /// before any forward).
+  /// (same mask). Adds the parameter gradients. Throws invalid_argument after infer or step
+  /// (or before any forward).
   void backward(MatrixType& dx, const PaddingMask& mask) {
     if (!backward_ready_)
       detail::throw_invalid("coulomb::nn::EncoderLayer::backward",
-                            "no forward to differentiate (infer keeps nothing for backward)");
+                            "no forward to differentiate (infer and step keep nothing for "
+                            "backward)");
     dbranch_ = dx;
     dropout2_.backward(dbranch_);
     ffn2_.backward(g_, dbranch_, dg_);
@@ -180,6 +181,7 @@ class EncoderLayer {
   /// run a new forward before the next backward.
   void step(MatrixType& x, const Eigen::Array<bool, Eigen::Dynamic, 1>* valid,
             EncoderLayerDecodingState<Scalar>& state) {
+    backward_ready_ = false;
     norm1_.forward(x, state.h1_);
     attention_.step(state.h1_, valid, state.attention_, state.branch_);
     x += state.branch_;
@@ -242,7 +244,8 @@ class EncoderLayer {
   bool backward_ready_ = false;                    // a forward (not infer) came last
   // Rows per thread of infer's blocks: a multiple of the product tile (3 packets of 16) and of
   // every SIMD width, so the blocks split the rows where the whole-matrix loops would; the
-  // block's h2, f1 and g (192 × (d + 2 d_ff) floats, 400 KB at d_ff = 256) fit the L2 cache.
+  // block's h2, f1 and g (192 × (d + 2 d_ff) floats, 440 KB at d = 64, d_ff = 256) fit the L2
+  // cache.
   static constexpr Index infer_rows = 192;
 };
 

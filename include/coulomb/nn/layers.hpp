@@ -379,8 +379,9 @@ class LayerNorm : public detail::LayerTypes<Scalar> {
   /// What apply() writes besides Y: the normalized rows and their statistics, reused across
   /// calls.
   struct Workspace {
-    Matrix<Scalar> xhat;
-    Vector<Scalar> mean, rstd;
+    Matrix<Scalar> xhat;  ///< the normalized rows (x − μ) / √(σ² + ε)
+    Vector<Scalar> mean;  ///< μ of each row
+    Vector<Scalar> rstd;  ///< 1/√(σ² + ε) of each row
   };
 
   /// Y = LayerNorm(X) as forward computes it, bit for bit, without keeping anything for
