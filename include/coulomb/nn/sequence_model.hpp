@@ -153,12 +153,7 @@ class SequenceModel : public EncoderAccess<SequenceModel<Map>, Map> {
   /// forward_rows.
   void infer_rows(const TokenArray& ids, const PaddingMask& mask, std::span<const Index> rows,
                   MatrixType& logits) {
-    const char* where = "coulomb::nn::SequenceModel::infer_rows";
-    if (config_.head == SequenceHead::classification)
-      detail::throw_invalid(where,
-                            "the classification head has one output per sequence; use "
-                            "infer");
-    check_rows(rows, mask, where);
+    check_rows_call(rows, mask, "coulomb::nn::SequenceModel::infer_rows", "infer");
     Rng unused(0);
     run_forward(ids, mask, &rows, logits, false, unused, true, true);
   }
@@ -169,12 +164,7 @@ class SequenceModel : public EncoderAccess<SequenceModel<Map>, Map> {
   /// or at padding.
   void forward_rows(const TokenArray& ids, const PaddingMask& mask, std::span<const Index> rows,
                     MatrixType& logits, bool training, Rng& rng) {
-    const char* where = "coulomb::nn::SequenceModel::forward_rows";
-    if (config_.head == SequenceHead::classification)
-      detail::throw_invalid(where,
-                            "the classification head has one output per sequence; use "
-                            "forward");
-    check_rows(rows, mask, where);
+    check_rows_call(rows, mask, "coulomb::nn::SequenceModel::forward_rows", "forward");
     run_forward(ids, mask, &rows, logits, training, rng);
   }
 
@@ -190,12 +180,8 @@ class SequenceModel : public EncoderAccess<SequenceModel<Map>, Map> {
   Scalar forward_backward_rows(const TokenArray& ids, const PaddingMask& mask,
                                std::span<const Index> rows, std::span<const int> targets,
                                Scalar scale, bool training, Rng& rng) {
-    const char* where = "coulomb::nn::SequenceModel::forward_backward_rows";
-    if (config_.head == SequenceHead::classification)
-      detail::throw_invalid(where,
-                            "the classification head has one output per sequence; use "
-                            "forward and backward");
-    check_rows(rows, mask, where);
+    check_rows_call(rows, mask, "coulomb::nn::SequenceModel::forward_backward_rows",
+                    "forward and backward");
     MatrixType unused;
     run_forward(ids, mask, &rows, unused, training, rng, false);
     const Scalar loss = head_.cross_entropy_backward(selected_, targets, dselected_, scale);
@@ -469,6 +455,17 @@ class SequenceModel : public EncoderAccess<SequenceModel<Map>, Map> {
                                            std::to_string(config_.vocab_size) + ")");
       }
     }
+  }
+
+  // A call at chosen rows: a per-token head (the classification head has one output per
+  // sequence; `instead` names the call to use) and rows inside the batch, not at padding.
+  void check_rows_call(std::span<const Index> rows, const PaddingMask& mask, const char* where,
+                       const char* instead) const {
+    if (config_.head == SequenceHead::classification)
+      detail::throw_invalid(
+          where,
+          std::string("the classification head has one output per sequence; use ") + instead);
+    check_rows(rows, mask, where);
   }
 
   static void check_rows(std::span<const Index> rows, const PaddingMask& mask, const char* where) {
