@@ -82,7 +82,11 @@ class MetadataReader {
     for (const Enum v : values) {
       if (t == to_string(v)) return v;
       expected += k == 0 ? "" : k + 1 == values.size() ? " or " : ", ";
-      expected += "'" + std::string(to_string(v)) + "'";
+      // Appended piece by piece: `"'" + std::string(…) + "'"` draws a false -Wrestrict from
+      // GCC 12's libstdc++ in optimized builds.
+      expected += '\'';
+      expected += to_string(v);
+      expected += '\'';
       ++k;
     }
     bad(key, expected);
