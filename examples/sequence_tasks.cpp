@@ -231,6 +231,16 @@ void batch_logits(Model& model, const nn::SequenceBatch& batch, Matrix& logits, 
     model.forward_rows(batch.ids, batch.mask, batch.rows, logits, training, rng);
 }
 
+/// The logits of batch_logits for evaluation, by inference (SequenceModel::infer, the same
+/// logits as the evaluation forward).
+template <typename Model>
+void infer_batch_logits(Model& model, const nn::SequenceBatch& batch, Matrix& logits) {
+  if (model.config().head == nn::SequenceHead::classification)
+    model.infer(batch.ids, batch.mask, logits);
+  else
+    model.infer_rows(batch.ids, batch.mask, batch.rows, logits);
+}
+
 /// The targets of the logits of batch_logits.
 std::span<const int> batch_targets(nn::SequenceHead head, const nn::SequenceBatch& batch) {
   return head == nn::SequenceHead::classification ? std::span<const int>(batch.labels)
@@ -256,10 +266,7 @@ double accuracy(Model& model, const coulomb::data::TokenSequenceDataset& split, 
     idx.resize(static_cast<std::size_t>(std::min(batch_size, split.size() - first)));
     std::iota(idx.begin(), idx.end(), first);
     nn::make_sequence_batch(split, idx, batch);
-    if (model.config().head == nn::SequenceHead::classification)
-      model.infer(batch.ids, batch.mask, logits);
-    else
-      model.infer_rows(batch.ids, batch.mask, batch.rows, logits);
+    infer_batch_logits(model, batch, logits);
     const auto y = batch_targets(model.config().head, batch);
     for (Index r = 0; r < logits.rows(); ++r) {
       Index best = 0;

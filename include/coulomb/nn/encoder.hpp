@@ -133,9 +133,7 @@ class EncoderLayer {
     backward_ready_ = false;
     norm1_.apply(x, h1_, norm_ws_);
     attention_.forward(h1_, mask, branch_, precision);
-    const int threads =
-        ffn1_.num_threads() > 0 ? ffn1_.num_threads() : coulomb::detail::resolve_threads(0);
-    const Index block = infer_rows * threads;
+    const Index block = infer_rows * coulomb::detail::resolve_threads(ffn1_.num_threads());
     for (Index r0 = 0; r0 < x.rows(); r0 += block) {
       auto rows = x.middleRows(r0, std::min(block, x.rows() - r0));
       rows += branch_.middleRows(r0, rows.rows());

@@ -373,7 +373,7 @@ class LayerNorm : public detail::LayerTypes<Scalar> {
   /// 1/√(σ² + ε) of each row for backward.
   void forward(const ConstMatrixRef<Scalar>& X, Matrix<Scalar>& Y) {
     detail::require_cols(X, dim(), "coulomb::nn::LayerNorm::forward", "X");
-    normalize(X, Y, xhat_, mean_, rstd_);
+    normalize(X, Y, kept_);
   }
 
   /// What apply() writes besides Y: the normalized rows and their statistics, reused across
@@ -388,7 +388,7 @@ class LayerNorm : public detail::LayerTypes<Scalar> {
   /// backward (inference; `ws` holds the intermediates). Y is resized and must not alias X.
   void apply(const ConstMatrixRef<Scalar>& X, Matrix<Scalar>& Y, Workspace& ws) const {
     detail::require_cols(X, dim(), "coulomb::nn::LayerNorm::apply", "X");
-    normalize(X, Y, ws.xhat, ws.mean, ws.rstd);
+    normalize(X, Y, ws);
   }
 
   /// Given dY = ∂L/∂Y of the last forward: ∂L/∂γ += Σ_rows dY ⊙ x̂, ∂L/∂β += Σ_rows dY, and
@@ -396,7 +396,7 @@ class LayerNorm : public detail::LayerTypes<Scalar> {
   /// (overwritten; must not alias dY). Throws invalid_argument if dY does not have the shape of
   /// the last forward's output.
   void backward(const ConstMatrixRef<Scalar>& dY, Matrix<Scalar>& dX) {
-    detail::require_shape(dY, xhat_.rows(), dim(), "coulomb::nn::LayerNorm::backward", "dY");
+    detail::require_shape(dY, kept_.xhat.rows(), dim(), "coulomb::nn::LayerNorm::backward", "dY");
     const Index n = dY.rows();
     const Index d = dim();
     const Scalar inv_d = Scalar(1) / static_cast<Scalar>(d);
@@ -405,7 +405,7 @@ class LayerNorm : public detail::LayerTypes<Scalar> {
     sum_gx_.resize(n);
     // ∂L/∂γ and ∂L/∂β over whole columns (their sums keep the order of the rows).
     for (Index j = 0; j < d; ++j) {
-      dgain_(j, 0) += dY.col(j).dot(xhat_.col(j));
+      dgain_(j, 0) += dY.col(j).dot(kept_.xhat.col(j));
       dbias_(j, 0) += dY.col(j).sum();
     }
     // dX in blocks of rows, as in forward.
@@ -419,14 +419,14 @@ class LayerNorm : public detail::LayerTypes<Scalar> {
         auto g = dX.col(j).segment(r0, m);
         g = dY.col(j).segment(r0, m) * gain_(j, 0);
         sum_g += g;
-        sum_gx.array() += g.array() * xhat_.col(j).segment(r0, m).array();
+        sum_gx.array() += g.array() * kept_.xhat.col(j).segment(r0, m).array();
       }
       sum_g *= inv_d;
       sum_gx *= inv_d;
-      const auto rstd = rstd_.segment(r0, m).array();
+      const auto rstd = kept_.rstd.segment(r0, m).array();
       for (Index j = 0; j < d; ++j) {
         auto g = dX.col(j).segment(r0, m).array();
-        g = rstd * (g - sum_g.array() - xhat_.col(j).segment(r0, m).array() * sum_gx.array());
+        g = rstd * (g - sum_g.array() - kept_.xhat.col(j).segment(r0, m).array() * sum_gx.array());
       }
     }
   }
@@ -457,33 +457,33 @@ class LayerNorm : public detail::LayerTypes<Scalar> {
   const Matrix<Scalar>& bias_gradient() const noexcept { return dbias_; }
 
  private:
-  void normalize(const ConstMatrixRef<Scalar>& X, Matrix<Scalar>& Y, Matrix<Scalar>& xhat_all,
-                 Vector<Scalar>& mean_all, Vector<Scalar>& rstd_all) const {
+  // Y = LayerNorm(X), with x̂ and the rows' statistics into ws (forward's kept_, or apply's).
+  void normalize(const ConstMatrixRef<Scalar>& X, Matrix<Scalar>& Y, Workspace& ws) const {
     const Index n = X.rows();
     const Index d = dim();
     const Scalar inv_d = Scalar(1) / static_cast<Scalar>(d);
-    mean_all.resize(n);
-    rstd_all.resize(n);
-    xhat_all.resize(n, d);
+    ws.mean.resize(n);
+    ws.rstd.resize(n);
+    ws.xhat.resize(n, d);
     Y.resize(n, d);
     // Blocks of rows, so that a block's statistics stay in the L1 cache over the d columns;
     // every entry is computed as over whole columns (the same operations in the same order).
     for (Index r0 = 0; r0 < n; r0 += row_block) {
       const Index m = std::min(row_block, n - r0);
-      auto mean = mean_all.segment(r0, m);
-      auto rstd = rstd_all.segment(r0, m);
+      auto mean = ws.mean.segment(r0, m);
+      auto rstd = ws.rstd.segment(r0, m);
       mean.setZero();
       for (Index j = 0; j < d; ++j) mean += X.col(j).segment(r0, m);
       mean *= inv_d;
       rstd.setZero();
       for (Index j = 0; j < d; ++j) {
-        auto xhat = xhat_all.col(j).segment(r0, m);
+        auto xhat = ws.xhat.col(j).segment(r0, m);
         xhat = X.col(j).segment(r0, m) - mean;
         rstd.array() += xhat.array().square();
       }
       rstd = (rstd.array() * inv_d + epsilon_).rsqrt();
       for (Index j = 0; j < d; ++j) {
-        auto xhat = xhat_all.col(j).segment(r0, m).array();
+        auto xhat = ws.xhat.col(j).segment(r0, m).array();
         xhat *= rstd.array();
         Y.col(j).segment(r0, m).array() = xhat * gain_(j, 0) + bias_(j, 0);
       }
@@ -494,8 +494,8 @@ class LayerNorm : public detail::LayerTypes<Scalar> {
   // Rows per block of forward and backward: a multiple of every SIMD width, so the blocks
   // split the columns where the vectorized loops over whole columns would.
   static constexpr Index row_block = 512;
-  Matrix<Scalar> xhat_;
-  Vector<Scalar> mean_, rstd_, sum_g_, sum_gx_;
+  Workspace kept_;  // forward's x̂ and statistics, for backward
+  Vector<Scalar> sum_g_, sum_gx_;
   Scalar epsilon_ = Scalar(1e-5);
 };
 

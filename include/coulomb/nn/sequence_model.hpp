@@ -146,7 +146,8 @@ class SequenceModel : public EncoderAccess<SequenceModel<Map>, Map> {
   /// cache); backward then throws until the next forward. Throws as forward.
   void infer(const TokenArray& ids, const PaddingMask& mask, MatrixType& logits) {
     Rng unused(0);
-    run_forward(ids, mask, nullptr, logits, false, unused, true, true);
+    run_forward(ids, mask, nullptr, logits, /*training=*/false, unused, /*head=*/true,
+                /*inference=*/true);
   }
 
   /// infer() of a per-token head at the rows `rows` only, as forward_rows. Throws as
@@ -155,7 +156,8 @@ class SequenceModel : public EncoderAccess<SequenceModel<Map>, Map> {
                   MatrixType& logits) {
     check_rows_call(rows, mask, "coulomb::nn::SequenceModel::infer_rows", "infer");
     Rng unused(0);
-    run_forward(ids, mask, &rows, logits, false, unused, true, true);
+    run_forward(ids, mask, &rows, logits, /*training=*/false, unused, /*head=*/true,
+                /*inference=*/true);
   }
 
   /// A per-token head's logits at the rows `rows` only (|rows| × C; row r = b·L + t), for

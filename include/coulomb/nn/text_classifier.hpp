@@ -107,7 +107,7 @@ class TextClassifier : public EncoderAccess<TextClassifier<Map>, Map> {
   /// ids or segments out of range, shapes that differ, overlap features missing or not finite
   /// with config.pair_overlap).
   void forward(const TokenBatch& batch, MatrixType& logits, bool training, Rng& rng) {
-    run_forward(batch, logits, training, rng, false);
+    run_forward(batch, logits, training, rng, /*inference=*/false);
   }
 
   /// Evaluation forward (no dropout), in inference_precision().
@@ -121,7 +121,7 @@ class TextClassifier : public EncoderAccess<TextClassifier<Map>, Map> {
   /// that stay in cache). backward then throws until the next forward. Throws as forward.
   void infer(const TokenBatch& batch, MatrixType& logits) {
     Rng unused(0);
-    run_forward(batch, logits, false, unused, true);
+    run_forward(batch, logits, /*training=*/false, unused, /*inference=*/true);
   }
 
   /// Adds ∂loss/∂parameter to the gradient of every parameter, given dlogits = ∂loss/∂logits
