@@ -181,8 +181,9 @@ TEST_CASE("NnLinear_ProductsAreOneChainPerEntry", "[nn][layers]") {
 // The product with B read in place, column-major (the fused head's dW += Xᵀ dZ) or row-major
 // (attention's products with the key sums), with B packed ahead (the products with W), and the
 // sum over rows Aᵀ B with A transposed in panels: the same single chain per entry, from the old
-// entry, zero or the bias. The rows cover tiles of 3, 2 and 1 packets and fewer than a packet,
-// depths of one and two blocks, for float and double.
+// entry, zero or the bias. The rows cover tiles of 3, 2 and 1 packets, two tiles of 2 where
+// tiles of 3 would leave one packet (4 and 7 packets), and fewer than a packet, depths of one
+// and two blocks, for float and double.
 template <typename Scalar>
 void check_direct_and_packed_chains(coulomb::Rng& rng) {
   using M = Mat<Scalar>;
@@ -191,7 +192,9 @@ void check_direct_and_packed_chains(coulomb::Rng& rng) {
   struct Shape {
     Index rows, depth, cols;
   };
-  for (const Shape s : {Shape{1, 1, 1}, Shape{64, 512, 128}, Shape{85, 37, 13}, Shape{40, kc, 9}}) {
+  constexpr Index P = cd::ProductTraits<Scalar>::packet;
+  for (const Shape s : {Shape{1, 1, 1}, Shape{64, 512, 128}, Shape{85, 37, 13}, Shape{40, kc, 9},
+                        Shape{4 * P, 19, 10}, Shape{7 * P + 3, 23, 17}}) {
     INFO("rows " << s.rows << " depth " << s.depth << " cols " << s.cols);
     const M A = gaussian<Scalar>(s.rows, s.depth, rng);
     const M B = gaussian<Scalar>(s.depth, s.cols, rng);

@@ -161,7 +161,11 @@ void rows_product(const Scalar* a, Index lda, Index n, Index k, const Scalar* b,
   using T = ProductTraits<Scalar>;
   constexpr int P = T::packet;
   Index r = 0;
-  for (; r + T::mr * P <= n; r += T::mr * P)
+  // Where tiles of mr = 3 would leave a single packet, the last four go as 2 + 2: a tile of one
+  // packet runs at about a quarter of the FMA peak, a tile of two near it (docs/benchmarks.md).
+  Index wide = n / P / T::mr;
+  if (T::mr == 3 && wide > 0 && n / P % T::mr == 1) --wide;
+  for (Index i = 0; i < wide; ++i, r += T::mr * P)
     product_row_block<T::mr, BL>(a + r, lda, b, ldb, k, m, c + r, ldc, init, bias);
   if constexpr (T::mr > 2)
     for (; r + 2 * P <= n; r += 2 * P)
@@ -350,8 +354,11 @@ void inner_product(const Scalar* a, Index lda, const Scalar* b, Index ldb, Index
   }
   static thread_local std::vector<Scalar> panel, c_rows;  // reused across calls
   panel.resize(static_cast<std::size_t>(W * std::min(n, T::kc)));
-  for (Index i0 = 0; i0 < M; i0 += W) {
-    const Index w = std::min(W, M - i0);
+  for (Index i0 = 0; i0 < M;) {
+    // Panels of mr packets; where that would leave one packet (or less), two of two packets
+    // instead, as in rows_product.
+    const Index rest = M - i0;
+    const Index w = T::mr == 3 && rest > W && rest <= W + P ? 2 * P : std::min(W, rest);
     const Index wp = (w + P - 1) / P * P;
     // Rows of C past the last whole packet go through a buffer of wp rows.
     const bool in_place = w == wp;
@@ -384,6 +391,7 @@ void inner_product(const Scalar* a, Index lda, const Scalar* b, Index ldb, Index
     if (!in_place)
       for (Index j = 0; j < N; ++j)
         std::memcpy(c + i0 + j * ldc, c_rows.data() + j * wp, sizeof(Scalar) * w);
+    i0 += w;
   }
 }
 
