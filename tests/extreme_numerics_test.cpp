@@ -936,4 +936,35 @@ TEST_CASE("Extreme_PhaseBWithAHugeEmbeddingNeverSavesNaN", "[extreme][train]") {
   }
 }
 
+// detail::all_finite, which every input and output check uses, on matrices and on blocks with
+// an outer stride: finite entries as large as the type allows (and −0) pass; one NaN, +∞ or −∞
+// fails wherever it sits (the unrolled packets, a single packet, the scalar tail of a column;
+// the first and the last column).
+TEMPLATE_TEST_CASE("Extreme_AllFiniteFindsEveryNonFiniteEntry", "[extreme][check]", float, double) {
+  using S = TestType;
+  using Lim = std::numeric_limits<S>;
+  for (const Index rows : {Index(1), Index(7), Index(16), Index(37), Index(70)}) {
+    Mat<S> m(rows + 3, 5);
+    for (Index j = 0; j < m.cols(); ++j)
+      for (Index i = 0; i < m.rows(); ++i)
+        m(i, j) = (i + j) % 3 == 0 ? Lim::max() : ((i + j) % 3 == 1 ? -S(0) : -Lim::max());
+    const auto block = m.block(1, 0, rows, m.cols());  // outer stride rows + 3
+    CHECK(coulomb::detail::all_finite(m));
+    CHECK(coulomb::detail::all_finite(block));
+    for (const S bad : {Lim::quiet_NaN(), Lim::infinity(), -Lim::infinity()}) {
+      Index missed = 0;
+      for (Index j : {Index(0), Index(2), Index(4)}) {
+        for (Index i = 0; i < rows; ++i) {
+          Mat<S> copy = m;
+          copy(1 + i, j) = bad;
+          const auto view = copy.block(1, 0, rows, copy.cols());
+          missed += coulomb::detail::all_finite(view) ? 1 : 0;
+          missed += coulomb::detail::all_finite(copy) ? 1 : 0;
+        }
+      }
+      INFO("rows " << rows << " bad " << bad);
+      CHECK(missed == 0);
+    }
+  }
+}
 }  // namespace extreme_numerics_test
