@@ -373,13 +373,13 @@ class LayerNorm : public detail::LayerTypes<Scalar> {
   /// 1/√(σ² + ε) of each row for backward.
   void forward(const ConstMatrixRef<Scalar>& X, Matrix<Scalar>& Y) {
     detail::require_cols(X, dim(), "coulomb::nn::LayerNorm::forward", "X");
-    normalize(X, Y, kept_);
+    normalize(X, Y, kept_, true);
   }
 
-  /// What apply() writes besides Y: the normalized rows and their statistics, reused across
-  /// calls.
+  /// What apply() writes besides Y, reused across calls: the rows' statistics, and the
+  /// normalized rows of one block of rows at a time.
   struct Workspace {
-    Matrix<Scalar> xhat;  ///< the normalized rows (x − μ) / √(σ² + ε)
+    Matrix<Scalar> xhat;  ///< (x − μ) / √(σ² + ε): forward's of every row; apply's of a block
     Vector<Scalar> mean;  ///< μ of each row
     Vector<Scalar> rstd;  ///< 1/√(σ² + ε) of each row
   };
@@ -388,7 +388,7 @@ class LayerNorm : public detail::LayerTypes<Scalar> {
   /// backward (inference; `ws` holds the intermediates). Y is resized and must not alias X.
   void apply(const ConstMatrixRef<Scalar>& X, Matrix<Scalar>& Y, Workspace& ws) const {
     detail::require_cols(X, dim(), "coulomb::nn::LayerNorm::apply", "X");
-    normalize(X, Y, ws);
+    normalize(X, Y, ws, false);
   }
 
   /// Given dY = ∂L/∂Y of the last forward: ∂L/∂γ += Σ_rows dY ⊙ x̂, ∂L/∂β += Σ_rows dY, and
@@ -457,33 +457,50 @@ class LayerNorm : public detail::LayerTypes<Scalar> {
   const Matrix<Scalar>& bias_gradient() const noexcept { return dbias_; }
 
  private:
-  // Y = LayerNorm(X), with x̂ and the rows' statistics into ws (forward's kept_, or apply's).
-  void normalize(const ConstMatrixRef<Scalar>& X, Matrix<Scalar>& Y, Workspace& ws) const {
+  // Y = LayerNorm(X), with the rows' statistics into ws (forward's kept_, or apply's), and x̂
+  // of every row (`keep`, for backward) or of one block at a time.
+  void normalize(const ConstMatrixRef<Scalar>& X, Matrix<Scalar>& Y, Workspace& ws,
+                 bool keep) const {
     const Index n = X.rows();
     const Index d = dim();
     const Scalar inv_d = Scalar(1) / static_cast<Scalar>(d);
     ws.mean.resize(n);
     ws.rstd.resize(n);
-    ws.xhat.resize(n, d);
+    // Without `keep`, x̂ of a block is a copy of its rows of X with a leading dimension that is
+    // not a power of two: X's (the rows of a batch, often 2^k) puts a block's d columns in the
+    // same cache sets, so its later passes would miss the cache (docs/benchmarks.md).
+    ws.xhat.resize(keep ? n : std::min(n, row_block) + 16, d);
     Y.resize(n, d);
     // Blocks of rows, so that a block's statistics stay in the L1 cache over the d columns;
     // every entry is computed as over whole columns (the same operations in the same order).
     for (Index r0 = 0; r0 < n; r0 += row_block) {
       const Index m = std::min(row_block, n - r0);
+      const auto xhat_of = [&](Index j) { return ws.xhat.col(j).segment(keep ? r0 : 0, m); };
       auto mean = ws.mean.segment(r0, m);
       auto rstd = ws.rstd.segment(r0, m);
       mean.setZero();
-      for (Index j = 0; j < d; ++j) mean += X.col(j).segment(r0, m);
+      for (Index j = 0; j < d; ++j) {
+        if (keep) {
+          mean += X.col(j).segment(r0, m);
+        } else {
+          auto xhat = xhat_of(j);
+          xhat = X.col(j).segment(r0, m);
+          mean += xhat;
+        }
+      }
       mean *= inv_d;
       rstd.setZero();
       for (Index j = 0; j < d; ++j) {
-        auto xhat = ws.xhat.col(j).segment(r0, m);
-        xhat = X.col(j).segment(r0, m) - mean;
+        auto xhat = xhat_of(j);
+        if (keep)
+          xhat = X.col(j).segment(r0, m) - mean;
+        else
+          xhat -= mean;
         rstd.array() += xhat.array().square();
       }
       rstd = (rstd.array() * inv_d + epsilon_).rsqrt();
       for (Index j = 0; j < d; ++j) {
-        auto xhat = ws.xhat.col(j).segment(r0, m).array();
+        auto xhat = xhat_of(j).array();
         xhat *= rstd.array();
         Y.col(j).segment(r0, m).array() = xhat * gain_(j, 0) + bias_(j, 0);
       }
