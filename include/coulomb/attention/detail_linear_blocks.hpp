@@ -328,20 +328,24 @@ class LinearBlocks {
   }
 
   /// Key sums of blocks [c0, c1) added to st. With `kept` (the task's kept blocks), the key
-  /// features and shifts are kept there.
+  /// features and shifts are kept there. A state without keys (shift −∞) need not be zero: the
+  /// first block with a real key overwrites it, and a state that gets none is zeroed.
   void accumulate_keys(const Task& tk, const LinearPlan& plan, Index c0, Index c1, Scratch& sc,
                        KeyState<Scalar>& st, KeptBlock<Scalar>* kept = nullptr) const {
+    st.sz.resize(plan.D, plan.dims.dv + 1);
     for_each_block(plan, c0, c1, sc, [&](Index c, Index r0, Index n, Buffers& buf) {
       const Scalar b = map_keys(tk, r0, n, buf, true);
       if (kept) kept[c].shift = b;
       if (b == neg_inf) return;
       load_values(tk, r0, n, plan.dims.dv, buf);
+      const bool first = st.shift == neg_inf;  // 0 + a·b is the same chain as a·b
       const Scalar alpha = st.absorb(b);
       if (alpha != Scalar(1)) buf.vx *= alpha;
       inner_product(buf.phi_k.data(), n, buf.vx.data(), n, n, plan.D, plan.dims.dv + 1,
-                    st.sz.data(), plan.D, ProductInit::accumulate);
+                    st.sz.data(), plan.D, first ? ProductInit::zero : ProductInit::accumulate);
       if (kept) buf.phi_k.swap(kept[c].phi_k);
     });
+    if (st.shift == neg_inf) st.sz.setZero();
   }
 
  private:

@@ -39,7 +39,7 @@ void noncausal_forward_task(const LinearBlocks<Map>& ops,
   const Index dv = plan.dims.dv;
   auto& total = ws.saved[static_cast<std::size_t>(t)];
   if (plan.parts == 1) {
-    total.clear(plan.D, dv + 1);
+    total.shift = LinearBlocks<Map>::neg_inf;  // accumulate_keys sizes and fills the sums
     ops.accumulate_keys(tk, plan, 0, plan.blocks, ws.scratch[static_cast<std::size_t>(thread)],
                         total, kept);
   } else {
