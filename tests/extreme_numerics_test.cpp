@@ -967,4 +967,5 @@ TEMPLATE_TEST_CASE("Extreme_AllFiniteFindsEveryNonFiniteEntry", "[extreme][check
     }
   }
 }
+
 }  // namespace extreme_numerics_test

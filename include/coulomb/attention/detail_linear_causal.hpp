@@ -164,7 +164,7 @@ void prefix_key_states(const LinearBlocks<Map>& ops, const LinearTask<typename M
   if (ws.pieces.size() < items) ws.pieces.resize(items);
   parallel_for((P - 1) * P, plan.threads, [&](Index i, int th) {
     auto& local = ws.pieces[static_cast<std::size_t>(i)];
-    local.clear(plan.D, cols);
+    local.shift = LinearBlocks<Map>::neg_inf;  // accumulate_keys sizes and fills the sums
     const auto [c0, c1] = piece_range(plan, i / P, i % P, P);
     ops.accumulate_keys(tk, plan, c0, c1, ws.scratch[static_cast<std::size_t>(th)], local);
   });

@@ -45,7 +45,7 @@ void noncausal_forward_task(const LinearBlocks<Map>& ops,
   } else {
     parallel_for(plan.parts, plan.threads, [&](Index p, int th) {
       auto& local = ws.parts[static_cast<std::size_t>(p)];
-      local.clear(plan.D, dv + 1);
+      local.shift = LinearBlocks<Map>::neg_inf;  // accumulate_keys sizes and fills the sums
       ops.accumulate_keys(tk, plan, plan.part_begin(p), plan.part_begin(p + 1),
                           ws.scratch[static_cast<std::size_t>(th)], local, kept);
     });
